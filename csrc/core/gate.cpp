@@ -1,0 +1,168 @@
+#include "gate.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <iterator>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <utility>
+
+namespace flashsplit {
+
+namespace {
+
+// The one table of hardware the native kernels were run and tested on. Only the H100 (sm_90)
+// has run them; add an entry here only after the test suite has passed on that hardware.
+constexpr int kTestedArchs[] = {90};
+
+// The kernels index q/k/v/out with 32-bit element offsets.
+constexpr int64_t kMaxIndexableElements = std::numeric_limits<int32_t>::max();
+
+std::string cc_text(int cc) {
+  return std::to_string(cc / 10) + "." + std::to_string(cc % 10);
+}
+
+std::string join(const std::vector<int>& values) {
+  if (values.empty()) return "none";
+  std::string text;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) text += ", ";
+    text += std::to_string(values[i]);
+  }
+  return text;
+}
+
+std::string number_text(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// Product of non-negative sizes, saturating instead of overflowing int64.
+int64_t element_count(std::initializer_list<int64_t> dims) {
+  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+  int64_t total = 1;
+  for (int64_t dim : dims) {
+    if (dim == 0) return 0;
+    if (total > kInt64Max / dim) return kInt64Max;
+    total *= dim;
+  }
+  return total;
+}
+
+bool has_window(const AttnProblem& p) {
+  // causal is the window (-1, 0) in flash-attn's convention, so that pair is not a window.
+  bool right_is_causal_edge = p.causal && p.window_right == 0;
+  return p.window_left >= 0 || (p.window_right >= 0 && !right_is_causal_edge);
+}
+
+GateDecision refuse(std::string reason) {
+  GateDecision decision;
+  decision.reason = std::move(reason);
+  return decision;
+}
+
+}  // namespace
+
+const char* kernel_family_name(KernelFamily family) {
+  switch (family) {
+    case KernelFamily::kNone: return "none";
+    case KernelFamily::kPortableMma: return "portable_mma";
+  }
+  return "none";
+}
+
+bool arch_tested(int cc) {
+  const int* end = std::end(kTestedArchs);
+  return std::find(std::begin(kTestedArchs), end, cc) != end;
+}
+
+std::vector<int> tested_archs() {
+  std::vector<int> archs(std::begin(kTestedArchs), std::end(kTestedArchs));
+  std::sort(archs.begin(), archs.end());
+  return archs;
+}
+
+bool build_has_binary_for(const BuildInfo& build, int cc) {
+  for (int arch : build.archs) {
+    if (arch / 10 == cc / 10 && arch <= cc) return true;
+  }
+  return false;
+}
+
+// Checks run from "where the data is" to "what the GPU is", so the reason names the first
+// thing a user would have to change.
+GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const BuildInfo& build,
+                          bool allow_untested_arch) {
+  if (!p.on_gpu) return refuse("tensors are on the CPU; the native kernels run on CUDA devices");
+  if (!build.gpu_kernels_built) return refuse("flashsplit was built without GPU kernels");
+  if (device.vendor == Vendor::kAmd) {
+    return refuse(
+        "AMD GPUs are not supported natively yet: the HIP kernels are not built or tested");
+  }
+  if (device.vendor != Vendor::kNvidia) {
+    return refuse("the GPU vendor is unknown; the native kernels run on NVIDIA GPUs");
+  }
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) {
+    return refuse(std::string("dtype ") + dtype_name(p.dtype) +
+                  " is not supported natively (needs float16 or bfloat16)");
+  }
+  if (std::find(build.head_dims.begin(), build.head_dims.end(), p.d) == build.head_dims.end()) {
+    return refuse("head dim " + std::to_string(p.d) + " is not built natively (built head dims: " +
+                  join(build.head_dims) + ")");
+  }
+  // "!= 0" rather than "> 0" so a NaN or negative value is refused too, never run as "off".
+  if (p.dropout_p != 0.0) {
+    return refuse("dropout (dropout_p=" + number_text(p.dropout_p) +
+                  ") is not implemented natively");
+  }
+  if (has_window(p)) {
+    return refuse("sliding window (window_left=" + std::to_string(p.window_left) +
+                  ", window_right=" + std::to_string(p.window_right) +
+                  ") is not implemented natively");
+  }
+  if (p.softcap != 0.0) {
+    return refuse("softcap " + number_text(p.softcap) + " is not implemented natively");
+  }
+  if (p.has_alibi) return refuse("alibi slopes are not implemented natively");
+  if (!p.last_dim_contiguous) {
+    return refuse(
+        "the last dim of q, k or v is not contiguous; the native kernels need stride 1 there");
+  }
+  if (!p.strides_16b_aligned) {
+    return refuse("a stride or base pointer of q, k or v is not 16-byte aligned; "
+                  "the native kernels load 16-byte vectors");
+  }
+  if (p.b < 1 || p.sq < 1 || p.sk < 1 || p.h < 1 || p.hk < 1) {
+    // A zero-sized grid is not a valid launch; the reference path handles empty tensors.
+    return refuse("empty inputs (b=" + std::to_string(p.b) + ", sq=" + std::to_string(p.sq) +
+                  ", sk=" + std::to_string(p.sk) + ", h=" + std::to_string(p.h) +
+                  ", hk=" + std::to_string(p.hk) + ") are not run natively");
+  }
+  int64_t q_elements = element_count({p.b, p.sq, p.h, p.d});
+  int64_t kv_elements = element_count({p.b, p.sk, p.hk, p.d});
+  if (q_elements > kMaxIndexableElements || kv_elements > kMaxIndexableElements) {
+    bool q_big = q_elements > kMaxIndexableElements;
+    return refuse(std::string(q_big ? "q" : "k/v") + " has " +
+                  std::to_string(q_big ? q_elements : kv_elements) +
+                  " elements, more than the native kernels' 32-bit indexing holds (2^31-1)");
+  }
+  if (!build_has_binary_for(build, device.cc)) {
+    return refuse("compute capability " + cc_text(device.cc) +
+                  " has no native kernel binary in this build (built for " + join(build.archs) +
+                  ")");
+  }
+  if (!arch_tested(device.cc) && !allow_untested_arch) {
+    return refuse("compute capability " + cc_text(device.cc) +
+                  " has not been tested: the native kernels are not tested on it; set "
+                  "FLASHSPLIT_ALLOW_UNTESTED_ARCH=1 to try the native kernels");
+  }
+  GateDecision decision;
+  decision.ok = true;
+  decision.family = KernelFamily::kPortableMma;
+  return decision;
+}
+
+}  // namespace flashsplit

@@ -1,0 +1,48 @@
+// The problem and device descriptions every decision in flashsplit is made from.
+// Plain C++17: no torch, no GPU headers, so it builds and is unit-tested anywhere.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flashsplit {
+
+enum class DType { kFloat16, kBFloat16, kFloat32, kFloat64, kOther };
+
+// "float16", "bfloat16", ... (used in the gate's reasons).
+const char* dtype_name(DType dtype);
+
+enum class Vendor { kNone, kNvidia, kAmd };
+
+// One attention call, in DESIGN.md's vocabulary. q (b, sq, h, d), k/v (b, sk, hk, d).
+struct AttnProblem {
+  int64_t b = 1, sq = 1, sk = 1, h = 1, hk = 1, d = 64;
+  DType dtype = DType::kBFloat16;
+  bool causal = false;
+  bool on_gpu = true;               // false: tensors live on the CPU
+  bool last_dim_contiguous = true;  // the kernels need stride(-1) == 1
+  bool strides_16b_aligned = true;  // every other stride and base pointer 16-byte aligned
+  // Features the native kernels do not implement; the reference path does.
+  double dropout_p = 0.0;
+  int64_t window_left = -1, window_right = -1;  // -1 = unbounded on that side
+  double softcap = 0.0;
+  bool has_alibi = false;
+};
+
+// The GPU a call runs on. cc = compute capability (major*10 + minor on NVIDIA, e.g. 90).
+struct DeviceInfo {
+  Vendor vendor = Vendor::kNone;
+  int cc = 0;
+  int sm_count = 0;
+  int64_t smem_per_block_optin = 0;  // bytes
+};
+
+// What this build of the extension contains.
+struct BuildInfo {
+  bool gpu_kernels_built = false;
+  std::vector<int> archs;      // compute capabilities compiled for, e.g. {80, 90}
+  std::vector<int> head_dims;  // head dims instantiated, e.g. {64, 128}
+};
+
+}  // namespace flashsplit

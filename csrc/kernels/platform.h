@@ -1,0 +1,63 @@
+// The one place that names the GPU runtime: nvcc builds against CUDA, hipcc against HIP.
+// Kernel code uses only the gpu* names below, so portable kernels (combine, dispatch) compile
+// for either; matrix-core code lives in per-target folders (sm80/ today).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+#include <hip/hip_bf16.h>
+#include <hip/hip_fp16.h>
+#include <hip/hip_runtime.h>
+using gpuStream_t = hipStream_t;
+using gpuError_t = hipError_t;
+using gpu_bf16_t = __hip_bfloat16;
+using gpu_fp16_t = __half;
+#define gpuSuccess hipSuccess
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetLastError hipGetLastError
+#define gpuFuncSetAttribute hipFuncSetAttribute
+#define gpuFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#else
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+using gpuStream_t = cudaStream_t;
+using gpuError_t = cudaError_t;
+using gpu_bf16_t = __nv_bfloat16;
+using gpu_fp16_t = __half;
+#define gpuSuccess cudaSuccess
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetLastError cudaGetLastError
+#define gpuFuncSetAttribute cudaFuncSetAttribute
+#define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+#endif
+
+namespace flashsplit {
+
+// Throws so the torch layer turns a failed call or launch into a Python RuntimeError.
+inline void gpu_check(gpuError_t status, const char* what, const char* file, int line) {
+  if (status != gpuSuccess) {
+    throw std::runtime_error(std::string("flashsplit: ") + what + " failed at " + file + ":" +
+                             std::to_string(line) + ": " + gpuGetErrorString(status));
+  }
+}
+
+}  // namespace flashsplit
+
+#define FS_GPU_CHECK(expr) ::flashsplit::gpu_check((expr), #expr, __FILE__, __LINE__)
+// After every launch: catches bad configurations (and, synchronously, nothing else).
+#define FS_LAUNCH_CHECK(name) ::flashsplit::gpu_check(gpuGetLastError(), name, __FILE__, __LINE__)
+
+// 16-bit element helpers shared by every target.
+namespace flashsplit {
+
+template <class Elem>
+__device__ __forceinline__ Elem from_float(float x);
+template <>
+__device__ __forceinline__ gpu_bf16_t from_float<gpu_bf16_t>(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ __forceinline__ gpu_fp16_t from_float<gpu_fp16_t>(float x) { return __float2half_rn(x); }
+
+}  // namespace flashsplit

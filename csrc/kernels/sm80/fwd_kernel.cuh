@@ -1,0 +1,252 @@
+// Portable tensor-core forward (mma.sync m16n8k16; runs on sm_80 and sm_90).
+//
+// One thread block owns one (batch, head, query tile, split). Each warp owns 16 query rows and
+// keeps its Q fragments, scores S and output accumulator O in registers. The block walks its key
+// blocks from last to first (so causal / length masking is only needed on the first iterations),
+// with two cp.async stages: V[n] streams in while S = Q K[n]^T runs, K[n-1] while softmax and
+// O += P V[n] run. Online softmax works in exp2 with the scale folded in.
+//
+// Epilogues: Split == false writes O (in the input dtype) and lse straight to the output;
+// Split == true writes the split's normalised fp32 partial O_g and LSE_g for the combine kernel.
+#pragma once
+
+#include <math.h>
+
+#include "core/split_partition.h"
+#include "core/tile_config.h"
+#include "kernels/attn_params.h"
+#include "kernels/sm80/mma_primitives.cuh"
+
+namespace flashsplit {
+namespace sm80 {
+
+template <int D>
+struct FwdTiles {
+  static constexpr TileConfig kConfig = portable_tile_config(D);
+  static constexpr int kBlockM = kConfig.block_m;
+  static constexpr int kBlockN = kConfig.block_n;
+  static constexpr int kWarps = kConfig.warps;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kMinBlocksPerSm = kConfig.blocks_per_sm;
+  static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static constexpr int kSmemBytes = (kBlockM + 2 * kBlockN) * D * 2;
+  static_assert(kBlockM == 16 * kWarps, "each warp owns 16 query rows");
+  static_assert(D % 64 == 0, "the swizzle needs at least 8 chunks per row");
+  static_assert(kBlockN % 16 == 0, "key blocks are walked 16 keys at a time");
+};
+
+// Shared-memory tiles are row-major with 16-byte chunks XOR-swizzled by (row % 8): the 8 rows one
+// ldmatrix phase reads then hit 8 different bank groups, and so do the cp.async writes.
+template <int D>
+__device__ __forceinline__ int swizzled(int row, int chunk) {
+  return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+// Copies rows [row0, row0 + Rows) of a (rows, D) global slice into shared memory; rows at or past
+// n_valid are zero-filled.
+template <int Rows, int D, int Threads, class Elem>
+__device__ __forceinline__ void load_tile(Elem* smem, const Elem* gmem, int64_t row_stride,
+                                          int row0, int n_valid) {
+  constexpr int kChunks = D / 8;
+  constexpr int kTotal = Rows * kChunks;
+  static_assert(kTotal % Threads == 0, "every thread copies the same number of chunks");
+#pragma unroll
+  for (int i = 0; i < kTotal / Threads; ++i) {
+    int idx = i * Threads + static_cast<int>(threadIdx.x);
+    int row = idx / kChunks, chunk = idx % kChunks;
+    bool valid = row0 + row < n_valid;
+    const Elem* src = gmem + (valid ? static_cast<int64_t>(row0 + row) * row_stride : 0) + chunk * 8;
+    cp_async_16(smem_addr(smem + swizzled<D>(row, chunk)), src, valid);
+  }
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+template <class Elem, int D, bool Causal, bool Split>
+__global__ void __launch_bounds__(FwdTiles<D>::kThreads, FwdTiles<D>::kMinBlocksPerSm)
+    attn_fwd_kernel(const AttnFwdParams p) {
+  using Tiles = FwdTiles<D>;
+  constexpr int BM = Tiles::kBlockM, BN = Tiles::kBlockN, kThreads = Tiles::kThreads;
+  constexpr int kNTiles = BN / 8;  // n8 score tiles per warp row band
+  constexpr int kDTiles = D / 8;   // n8 output tiles
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  Elem* sQ = reinterpret_cast<Elem*>(smem_raw);
+  Elem* sK = sQ + BM * D;
+  Elem* sV = sK + BN * D;
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int quad_row = lane / 4, quad_col = lane % 4;
+  // Causal tiles late in the sequence do the most work: start them first.
+  const int m_block = Causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int split = blockIdx.y;
+  const int batch = blockIdx.z / p.h, head = blockIdx.z % p.h;
+  const int kv_head = head / (p.h / p.hk);
+  const int m0 = m_block * BM;
+
+  const int n_visible = visible_key_blocks(min(m0 + BM, p.sq), p.sq, p.sk, BN, Causal);
+  const KeyBlockRange range =
+      Split ? split_key_blocks(n_visible, p.num_splits, split) : KeyBlockRange{0, n_visible};
+
+  const Elem* q = static_cast<const Elem*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride;
+  const Elem* k = static_cast<const Elem*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
+  const Elem* v = static_cast<const Elem*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
+
+  const float scale_log2 = p.softmax_scale * static_cast<float>(M_LOG2E);
+  // This thread's two rows: quad_row and quad_row + 8 of the warp's 16.
+  const int row_base = m0 + warp * 16 + quad_row;
+
+  float o[kDTiles][4];
+#pragma unroll
+  for (int j = 0; j < kDTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (scores * scale * log2 e)
+  float row_sum[2] = {0.f, 0.f};              // this thread's partial; quad-reduced at the end
+
+  if (range.begin < range.end) {
+    load_tile<BM, D, kThreads>(sQ, q, p.q_row_stride, m0, p.sq);
+    load_tile<BN, D, kThreads>(sK, k, p.k_row_stride, (range.end - 1) * BN, p.sk);
+    cp_async_commit();
+
+    uint32_t q_frag[D / 16][4];
+    for (int n = range.end - 1; n >= range.begin; --n) {
+      cp_async_wait_all();
+      __syncthreads();  // K[n] landed; every warp finished reading V[n+1]
+      load_tile<BN, D, kThreads>(sV, v, p.v_row_stride, n * BN, p.sk);
+      cp_async_commit();
+      if (n == range.end - 1) {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+          ldmatrix_x4(smem_addr(sQ + swizzled<D>(warp * 16 + lane % 16, kk * 2 + lane / 16)),
+                      q_frag[kk]);
+      }
+
+      // S = Q K^T for this warp's 16 rows and the block's BN keys.
+      float s[kNTiles][4];
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+        for (int nn = 0; nn < BN / 16; ++nn) {
+          uint32_t b[4];
+          ldmatrix_x4(smem_addr(sK + swizzled<D>(nn * 16 + lane % 8 + (lane / 16) * 8,
+                                                 kk * 2 + (lane / 8) % 2)),
+                      b);
+          mma_16816<Elem>(s[2 * nn], q_frag[kk], b[0], b[1]);
+          mma_16816<Elem>(s[2 * nn + 1], q_frag[kk], b[2], b[3]);
+        }
+      }
+
+      // Scale into log2 units; mask keys past sk and, if causal, keys a row may not see.
+      const int n0 = n * BN;
+      const bool needs_mask = n0 + BN > p.sk || (Causal && n0 + BN - 1 > m0 + p.sk - p.sq);
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = s[j][e] * scale_log2;
+          if (needs_mask) {
+            int key = n0 + j * 8 + quad_col * 2 + (e & 1);
+            int row = row_base + (e >> 1) * 8;
+            int limit = Causal ? min(p.sk - 1, row + p.sk - p.sq) : p.sk - 1;
+            if (key > limit) x = -INFINITY;
+          }
+          s[j][e] = x;
+        }
+      }
+
+      // Online softmax: new running max, rescale what was accumulated, exponentiate.
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float tile_max = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j) tile_max = fmaxf(tile_max, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+        float new_max = fmaxf(row_max[r], quad_max(tile_max));
+        // A row that has seen only masked keys keeps max -inf; subtracting 0 keeps exp2 at 0
+        // instead of exp2(-inf - -inf) = NaN.
+        float base = new_max == -INFINITY ? 0.f : new_max;
+        float rescale = exp2f(row_max[r] - base);
+        row_max[r] = new_max;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j) {
+          s[j][2 * r] = exp2f(s[j][2 * r] - base);
+          s[j][2 * r + 1] = exp2f(s[j][2 * r + 1] - base);
+          sum += s[j][2 * r] + s[j][2 * r + 1];
+        }
+        row_sum[r] = row_sum[r] * rescale + sum;
+#pragma unroll
+        for (int j = 0; j < kDTiles; ++j) {
+          o[j][2 * r] *= rescale;
+          o[j][2 * r + 1] *= rescale;
+        }
+      }
+
+      cp_async_wait_all();
+      __syncthreads();  // V[n] landed; every warp finished reading K[n]
+      if (n > range.begin) {
+        load_tile<BN, D, kThreads>(sK, k, p.k_row_stride, (n - 1) * BN, p.sk);
+        cp_async_commit();
+      }
+
+      // O += P V: P comes straight from the score registers (the m16n8 accumulator layout of
+      // two adjacent n8 tiles is the m16k16 A-operand layout).
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        uint32_t a[4] = {pack2<Elem>(s[2 * kk][0], s[2 * kk][1]),
+                         pack2<Elem>(s[2 * kk][2], s[2 * kk][3]),
+                         pack2<Elem>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                         pack2<Elem>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int dd = 0; dd < D / 16; ++dd) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(smem_addr(sV + swizzled<D>(kk * 16 + lane % 8 + ((lane / 8) % 2) * 8,
+                                                       dd * 2 + lane / 16)),
+                            b);
+          mma_16816<Elem>(o[2 * dd], a, b[0], b[1]);
+          mma_16816<Elem>(o[2 * dd + 1], a, b[2], b[3]);
+        }
+      }
+    }
+  }
+
+  // Epilogue: normalise, then write either the output or this split's partial.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_base + r * 8;
+    const float sum = quad_sum(row_sum[r]);
+    if (row >= p.sq) continue;
+    // A row that saw no key: output 0 and lse -inf. A NaN sum stays NaN in both.
+    const float inv = sum == 0.f ? 0.f : 1.f / sum;
+    const float lse = sum == 0.f ? -INFINITY
+                                 : (row_max[r] + log2f(sum)) * static_cast<float>(M_LN2);
+    const int64_t bh = static_cast<int64_t>(batch) * p.h + head;
+    if constexpr (Split) {
+      const int64_t partial_row = (split * static_cast<int64_t>(p.b) * p.h + bh) * p.sq + row;
+      float* dst = p.o_accum + partial_row * D;
+#pragma unroll
+      for (int j = 0; j < kDTiles; ++j)
+        *reinterpret_cast<float2*>(dst + j * 8 + quad_col * 2) =
+            make_float2(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
+      if (quad_col == 0) p.lse_accum[partial_row] = lse;
+    } else {
+      Elem* dst = static_cast<Elem*>(p.out) + batch * p.o_batch_stride +
+                  static_cast<int64_t>(row) * p.o_row_stride + head * p.o_head_stride;
+#pragma unroll
+      for (int j = 0; j < kDTiles; ++j)
+        *reinterpret_cast<uint32_t*>(dst + j * 8 + quad_col * 2) =
+            pack2<Elem>(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
+      if (quad_col == 0) p.lse[bh * p.sq + row] = lse;
+    }
+  }
+}
+
+}  // namespace sm80
+}  // namespace flashsplit

@@ -1,0 +1,15 @@
+#include "build_info.h"
+
+namespace flashsplit {
+
+BuildInfo current_build_info() {
+  BuildInfo info;
+#ifdef FLASHSPLIT_WITH_CUDA
+  info.gpu_kernels_built = true;
+  info.archs = {FLASHSPLIT_BUILT_ARCHS};
+  info.head_dims = {FLASHSPLIT_HEAD_DIMS};
+#endif
+  return info;
+}
+
+}  // namespace flashsplit

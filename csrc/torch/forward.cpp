@@ -1,0 +1,77 @@
+#include "forward.h"
+
+#include "plan.h"
+
+#ifdef FLASHSPLIT_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "kernels/attn_launch.h"
+#endif
+
+namespace flashsplit {
+
+#ifdef FLASHSPLIT_WITH_CUDA
+namespace {
+
+AttnFwdParams make_params(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          const at::Tensor& out, const at::Tensor& lse, double softmax_scale,
+                          bool causal) {
+  AttnFwdParams p;
+  p.elem = q.scalar_type() == at::kHalf ? ElemType::kFloat16 : ElemType::kBFloat16;
+  p.q = q.data_ptr();
+  p.k = k.data_ptr();
+  p.v = v.data_ptr();
+  p.out = out.data_ptr();
+  p.lse = lse.data_ptr<float>();
+  p.q_batch_stride = q.stride(0), p.q_row_stride = q.stride(1), p.q_head_stride = q.stride(2);
+  p.k_batch_stride = k.stride(0), p.k_row_stride = k.stride(1), p.k_head_stride = k.stride(2);
+  p.v_batch_stride = v.stride(0), p.v_row_stride = v.stride(1), p.v_head_stride = v.stride(2);
+  p.o_batch_stride = out.stride(0), p.o_row_stride = out.stride(1),
+  p.o_head_stride = out.stride(2);
+  p.b = static_cast<int>(q.size(0));
+  p.sq = static_cast<int>(q.size(1));
+  p.h = static_cast<int>(q.size(2));
+  p.d = static_cast<int>(q.size(3));
+  p.sk = static_cast<int>(k.size(1));
+  p.hk = static_cast<int>(k.size(2));
+  p.softmax_scale = static_cast<float>(softmax_scale);
+  p.causal = causal;
+  return p;
+}
+
+}  // namespace
+#endif
+
+std::tuple<at::Tensor, at::Tensor> native_forward(const at::Tensor& q, const at::Tensor& k,
+                                                  const at::Tensor& v, double softmax_scale,
+                                                  bool causal, int64_t num_splits) {
+  check_attention_inputs(q, k, v, num_splits);
+  FeatureOptions features;
+  features.causal = causal;
+  Plan plan = make_plan(q, k, v, features, num_splits, /*allow_untested_arch=*/false);
+  TORCH_CHECK(plan.gate.ok, "flashsplit: the native kernels cannot serve this call: ",
+              plan.gate.reason);
+#ifdef FLASHSPLIT_WITH_CUDA
+  c10::cuda::CUDAGuard device_guard(q.device());
+  const int64_t b = q.size(0), sq = q.size(1), h = q.size(2), d = q.size(3);
+  at::Tensor out = at::empty({b, sq, h, d}, q.options());
+  at::Tensor lse = at::empty({b, h, sq}, q.options().dtype(at::kFloat));
+  AttnFwdParams params = make_params(q, k, v, out, lse, softmax_scale, causal);
+  params.num_splits = plan.num_splits;
+  at::Tensor o_accum, lse_accum;  // scratch from the caching allocator: safe under graph capture
+  if (plan.num_splits > 1) {
+    o_accum = at::empty({plan.num_splits, b, h, sq, d}, q.options().dtype(at::kFloat));
+    lse_accum = at::empty({plan.num_splits, b, h, sq}, q.options().dtype(at::kFloat));
+    params.o_accum = o_accum.data_ptr<float>();
+    params.lse_accum = lse_accum.data_ptr<float>();
+  }
+  run_attn_fwd(params, at::cuda::getCurrentCUDAStream().stream());
+  return {out, lse};
+#else
+  (void)softmax_scale;
+  TORCH_CHECK(false, "flashsplit was built without GPU kernels");
+#endif
+}
+
+}  // namespace flashsplit

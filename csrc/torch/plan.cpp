@@ -1,0 +1,123 @@
+#include "plan.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "build_info.h"
+#include "core/split_heuristic.h"
+
+#ifdef FLASHSPLIT_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+namespace flashsplit {
+namespace {
+
+DType dtype_of(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kHalf: return DType::kFloat16;
+    case at::kBFloat16: return DType::kBFloat16;
+    case at::kFloat: return DType::kFloat32;
+    case at::kDouble: return DType::kFloat64;
+    default: return DType::kOther;
+  }
+}
+
+// The kernels load 16-byte vectors: every base pointer and every non-last stride must allow it.
+bool aligned_16b(const at::Tensor& t) {
+  if (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 != 0) return false;
+  int64_t elems_per_16b = 16 / static_cast<int64_t>(t.element_size());
+  for (int64_t dim = 0; dim + 1 < t.dim(); ++dim) {
+    if (t.size(dim) > 1 && t.stride(dim) % elems_per_16b != 0) return false;
+  }
+  return true;
+}
+
+AttnProblem describe(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const FeatureOptions& f) {
+  AttnProblem p;
+  p.b = q.size(0);
+  p.sq = q.size(1);
+  p.h = q.size(2);
+  p.d = q.size(3);
+  p.sk = k.size(1);
+  p.hk = k.size(2);
+  p.dtype = dtype_of(q);
+  p.causal = f.causal;
+  p.on_gpu = q.is_cuda();
+  p.last_dim_contiguous = q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1;
+  p.strides_16b_aligned = aligned_16b(q) && aligned_16b(k) && aligned_16b(v);
+  p.dropout_p = f.dropout_p;
+  p.window_left = f.window_left;
+  p.window_right = f.window_right;
+  p.softcap = f.softcap;
+  p.has_alibi = f.has_alibi;
+  return p;
+}
+
+DeviceInfo describe_device(const at::Tensor& q) {
+  DeviceInfo info;
+#ifdef FLASHSPLIT_WITH_CUDA
+  if (q.is_cuda()) {
+    const cudaDeviceProp* prop = at::cuda::getDeviceProperties(q.device().index());
+    info.vendor = Vendor::kNvidia;
+    info.cc = prop->major * 10 + prop->minor;
+    info.sm_count = prop->multiProcessorCount;
+    info.smem_per_block_optin = static_cast<int64_t>(prop->sharedMemPerBlockOptin);
+  }
+#else
+  (void)q;
+#endif
+  return info;
+}
+
+}  // namespace
+
+bool untested_arch_allowed_by_env() {
+  const char* value = std::getenv("FLASHSPLIT_ALLOW_UNTESTED_ARCH");
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
+void check_attention_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            int64_t num_splits) {
+  TORCH_CHECK(q.dim() == 4, "q must have 4 dims (b, sq, h, d), got ", q.dim(), " dims");
+  TORCH_CHECK(k.dim() == 4, "k must have 4 dims (b, sk, hk, d), got ", k.dim(), " dims");
+  TORCH_CHECK(v.dim() == 4, "v must have 4 dims (b, sk, hk, d), got ", v.dim(), " dims");
+  TORCH_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
+              "q, k, v must share a dtype, got q ", q.scalar_type(), ", k ", k.scalar_type(),
+              ", v ", v.scalar_type());
+  TORCH_CHECK(k.device() == q.device() && v.device() == q.device(),
+              "q, k, v must be on one device, got q ", q.device(), ", k ", k.device(), ", v ",
+              v.device());
+  TORCH_CHECK(k.sizes() == v.sizes(), "k and v must have the same shape, got k ", k.sizes(),
+              ", v ", v.sizes());
+  TORCH_CHECK(k.size(0) == q.size(0), "k batch ", k.size(0), " differs from q batch ", q.size(0));
+  TORCH_CHECK(k.size(3) == q.size(3), "k head dim ", k.size(3), " differs from q head dim ",
+              q.size(3));
+  TORCH_CHECK(k.size(2) > 0 && q.size(2) % k.size(2) == 0, "q heads (", q.size(2),
+              ") must be a multiple of k/v heads (", k.size(2), ")");
+  TORCH_CHECK(num_splits >= 0, "num_splits must be >= 0 (0 auto, 1 off, >= 2 forced), got ",
+              num_splits);
+}
+
+Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+               const FeatureOptions& features, int64_t num_splits, bool allow_untested_arch) {
+  Plan plan;
+  if (q.numel() == 0 || k.numel() == 0) {
+    plan.gate.reason = "empty inputs (a zero-sized dim) are served by the reference path";
+    return plan;
+  }
+  AttnProblem problem = describe(q, k, v, features);
+  DeviceInfo device = describe_device(q);
+  plan.gate = check_native(problem, device, current_build_info(),
+                           allow_untested_arch || untested_arch_allowed_by_env());
+  if (!plan.gate.ok) return plan;
+  plan.tiles = portable_tile_config(static_cast<int>(problem.d));
+  // Any request beyond the key-block count is clamped anyway; cap before narrowing to int.
+  int requested = static_cast<int>(std::min<int64_t>(num_splits, 1 << 20));
+  plan.num_splits = resolve_num_splits(requested, problem, device, plan.tiles);
+  return plan;
+}
+
+}  // namespace flashsplit

@@ -1,0 +1,36 @@
+// Turns tensors and options into the core's problem description and asks the core what to run.
+#pragma once
+
+#include <torch/extension.h>
+
+#include "core/gate.h"
+#include "core/tile_config.h"
+
+namespace flashsplit {
+
+struct FeatureOptions {
+  bool causal = false;
+  double dropout_p = 0.0;
+  int64_t window_left = -1, window_right = -1;
+  double softcap = 0.0;
+  bool has_alibi = false;
+};
+
+struct Plan {
+  GateDecision gate;
+  int num_splits = 1;  // G that runs (1 on the reference path)
+  TileConfig tiles{0, 0, 0, 0};
+};
+
+// Shapes, ranks, dtypes, devices and num_splits; throws c10::Error naming the argument.
+void check_attention_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            int64_t num_splits);
+
+// Never throws for inputs that passed check_attention_inputs.
+Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+               const FeatureOptions& features, int64_t num_splits, bool allow_untested_arch);
+
+// FLASHSPLIT_ALLOW_UNTESTED_ARCH=1 in the environment.
+bool untested_arch_allowed_by_env();
+
+}  // namespace flashsplit

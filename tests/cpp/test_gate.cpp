@@ -1,0 +1,275 @@
+// The capability gate: one test per refusal (ok == false and the user-facing words), the order
+// of the checks, and the cases the native kernels must accept.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "gate.h"
+
+namespace flashsplit {
+namespace {
+
+AttnProblem admitted_problem() {
+  AttnProblem p;
+  p.b = 2; p.sq = 200; p.sk = 333; p.h = 8; p.hk = 2; p.d = 64;
+  p.dtype = DType::kBFloat16;
+  return p;
+}
+
+DeviceInfo h100() { return DeviceInfo{Vendor::kNvidia, 90, 132, 227 * 1024}; }
+
+BuildInfo gpu_build() { return BuildInfo{true, {80, 90}, {64, 128}}; }
+
+void expect_refused(const GateDecision& decision, const std::string& words) {
+  EXPECT_FALSE(decision.ok);
+  EXPECT_EQ(decision.family, KernelFamily::kNone);
+  EXPECT_NE(decision.reason.find(words), std::string::npos)
+      << "reason \"" << decision.reason << "\" lacks \"" << words << "\"";
+}
+
+TEST(Gate, AdmitsSupportedProblemOnH100) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (int64_t d : {64, 128}) {
+      for (bool causal : {false, true}) {
+        AttnProblem p = admitted_problem();
+        p.dtype = dtype;
+        p.d = d;
+        p.causal = causal;
+        GateDecision decision = check_native(p, h100(), gpu_build());
+        EXPECT_TRUE(decision.ok) << decision.reason;
+        EXPECT_EQ(decision.family, KernelFamily::kPortableMma);
+        EXPECT_TRUE(decision.reason.empty());
+      }
+    }
+  }
+}
+
+TEST(Gate, CausalRightEdgeIsNotAWindow) {
+  // flash-attn spells causal as window (-1, 0); that pair must stay on the native path.
+  AttnProblem p = admitted_problem();
+  p.causal = true;
+  p.window_right = 0;
+  EXPECT_TRUE(check_native(p, h100(), gpu_build()).ok);
+}
+
+TEST(Gate, RefusesCpuTensors) {
+  AttnProblem p = admitted_problem();
+  p.on_gpu = false;
+  expect_refused(check_native(p, DeviceInfo{}, BuildInfo{}), "on the CPU");
+  // Even a full GPU build refuses CPU tensors, and says so before anything else.
+  p.dtype = DType::kFloat32;
+  expect_refused(check_native(p, h100(), gpu_build()), "on the CPU");
+}
+
+TEST(Gate, RefusesBuildWithoutGpuKernels) {
+  BuildInfo build = gpu_build();
+  build.gpu_kernels_built = false;
+  expect_refused(check_native(admitted_problem(), h100(), build), "built without GPU kernels");
+}
+
+TEST(Gate, RefusesAmdGpus) {
+  DeviceInfo mi300{Vendor::kAmd, 94, 304, 64 * 1024};
+  expect_refused(check_native(admitted_problem(), mi300, gpu_build()), "AMD");
+}
+
+TEST(Gate, RefusesUnknownVendor) {
+  DeviceInfo unknown = h100();
+  unknown.vendor = Vendor::kNone;
+  expect_refused(check_native(admitted_problem(), unknown, gpu_build()), "vendor");
+}
+
+TEST(Gate, RefusesDtypesOtherThanHalfPrecision) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kOther}) {
+    AttnProblem p = admitted_problem();
+    p.dtype = dtype;
+    GateDecision decision = check_native(p, h100(), gpu_build());
+    expect_refused(decision, std::string("dtype ") + dtype_name(dtype));
+    expect_refused(decision, "float16 or bfloat16");
+  }
+}
+
+TEST(Gate, RefusesHeadDimNotBuilt) {
+  for (int64_t d : {32, 96, 256}) {
+    AttnProblem p = admitted_problem();
+    p.d = d;
+    GateDecision decision = check_native(p, h100(), gpu_build());
+    expect_refused(decision, "head dim " + std::to_string(d));
+    expect_refused(decision, "64, 128");
+  }
+}
+
+TEST(Gate, RefusesDropout) {
+  AttnProblem p = admitted_problem();
+  p.dropout_p = 0.1;
+  GateDecision decision = check_native(p, h100(), gpu_build());
+  expect_refused(decision, "dropout");
+  expect_refused(decision, "0.1");
+  expect_refused(decision, "not implemented natively");
+  p.dropout_p = std::nan("");  // validated upstream, but NaN must never count as "off"
+  expect_refused(check_native(p, h100(), gpu_build()), "dropout");
+}
+
+TEST(Gate, RefusesSlidingWindows) {
+  struct Window { int64_t left, right; bool causal; };
+  for (Window w : {Window{128, -1, false}, Window{-1, 64, false}, Window{-1, 0, false},
+                   Window{32, 0, true}, Window{-1, 16, true}, Window{0, 0, false}}) {
+    AttnProblem p = admitted_problem();
+    p.window_left = w.left;
+    p.window_right = w.right;
+    p.causal = w.causal;
+    GateDecision decision = check_native(p, h100(), gpu_build());
+    expect_refused(decision, "window");
+    expect_refused(decision, "window_left=" + std::to_string(w.left));
+    expect_refused(decision, "window_right=" + std::to_string(w.right));
+  }
+}
+
+TEST(Gate, RefusesSoftcap) {
+  AttnProblem p = admitted_problem();
+  p.softcap = 30.0;
+  GateDecision decision = check_native(p, h100(), gpu_build());
+  expect_refused(decision, "softcap 30");
+  expect_refused(decision, "not implemented natively");
+}
+
+TEST(Gate, RefusesAlibi) {
+  AttnProblem p = admitted_problem();
+  p.has_alibi = true;
+  GateDecision decision = check_native(p, h100(), gpu_build());
+  expect_refused(decision, "alibi");
+  expect_refused(decision, "not implemented natively");
+}
+
+TEST(Gate, RefusesNonContiguousLastDim) {
+  AttnProblem p = admitted_problem();
+  p.last_dim_contiguous = false;
+  expect_refused(check_native(p, h100(), gpu_build()), "contiguous");
+}
+
+TEST(Gate, RefusesMisalignedStrides) {
+  AttnProblem p = admitted_problem();
+  p.strides_16b_aligned = false;
+  expect_refused(check_native(p, h100(), gpu_build()), "16-byte aligned");
+}
+
+TEST(Gate, RefusesEmptyInputs) {
+  for (int which = 0; which < 5; ++which) {
+    AttnProblem p = admitted_problem();
+    int64_t* dims[] = {&p.b, &p.sq, &p.sk, &p.h, &p.hk};
+    *dims[which] = 0;
+    expect_refused(check_native(p, h100(), gpu_build()), "empty");
+  }
+}
+
+TEST(Gate, RefusesProblemsBeyond32BitIndexing) {
+  AttnProblem p = admitted_problem();
+  p.b = 1; p.h = 32; p.hk = 32; p.d = 128; p.sq = 1 << 19;  // q: 2^31 elements
+  GateDecision decision = check_native(p, h100(), gpu_build());
+  expect_refused(decision, "q has 2147483648 elements");
+  expect_refused(decision, "32-bit indexing");
+  p.sq = (1 << 19) - 1;  // one row fewer fits
+  EXPECT_TRUE(check_native(p, h100(), gpu_build()).ok);
+  p.sq = 128;
+  p.hk = 8;
+  p.sk = int64_t{1} << 21;  // k/v: 2^31 elements
+  expect_refused(check_native(p, h100(), gpu_build()), "k/v has 2147483648 elements");
+  // Sizes whose product overflows int64 saturate rather than wrap to something small.
+  p.sk = int64_t{1} << 40;
+  p.b = int64_t{1} << 30;
+  expect_refused(check_native(p, h100(), gpu_build()), "32-bit indexing");
+}
+
+TEST(Gate, RefusesDeviceWithoutBinary) {
+  struct Case { int cc; std::vector<int> archs; };
+  for (const Case& c : {Case{75, {80, 90}}, Case{100, {80, 90}}, Case{120, {80, 90}},
+                        Case{90, {80}}, Case{80, {90}}, Case{86, {89}}}) {
+    BuildInfo build = gpu_build();
+    build.archs = c.archs;
+    DeviceInfo device = h100();
+    device.cc = c.cc;
+    GateDecision decision = check_native(admitted_problem(), device, build, true);
+    std::string cc = std::to_string(c.cc / 10) + "." + std::to_string(c.cc % 10);
+    expect_refused(decision, "compute capability " + cc);
+    expect_refused(decision, "no native kernel binary");
+  }
+}
+
+TEST(Gate, BinaryForLowerArchOfSameMajorRuns) {
+  BuildInfo build = gpu_build();
+  build.archs = {80};
+  EXPECT_TRUE(build_has_binary_for(build, 80));
+  EXPECT_TRUE(build_has_binary_for(build, 86));
+  EXPECT_TRUE(build_has_binary_for(build, 89));
+  EXPECT_FALSE(build_has_binary_for(build, 90));
+  EXPECT_FALSE(build_has_binary_for(build, 75));
+  DeviceInfo ada = h100();
+  ada.cc = 89;
+  GateDecision decision = check_native(admitted_problem(), ada, build, true);
+  EXPECT_TRUE(decision.ok) << decision.reason;
+}
+
+TEST(Gate, RefusesUntestedArchUnlessAllowed) {
+  for (int cc : {80, 86, 89}) {
+    DeviceInfo device = h100();
+    device.cc = cc;
+    GateDecision refused = check_native(admitted_problem(), device, gpu_build());
+    std::string cc_text = std::to_string(cc / 10) + "." + std::to_string(cc % 10);
+    expect_refused(refused, "compute capability " + cc_text + " has not been tested");
+    expect_refused(refused, "not tested");
+    expect_refused(refused, "FLASHSPLIT_ALLOW_UNTESTED_ARCH=1");
+    GateDecision allowed = check_native(admitted_problem(), device, gpu_build(), true);
+    EXPECT_TRUE(allowed.ok) << allowed.reason;
+    EXPECT_EQ(allowed.family, KernelFamily::kPortableMma);
+  }
+}
+
+TEST(Gate, TestedArchTableIsTheH100Only) {
+  EXPECT_EQ(tested_archs(), std::vector<int>{90});
+  EXPECT_TRUE(arch_tested(90));
+  for (int cc : {70, 75, 80, 86, 89, 100, 120}) EXPECT_FALSE(arch_tested(cc)) << cc;
+}
+
+TEST(Gate, ReportsTheFirstProblemInCheckOrder) {
+  // Everything wrong at once: each fix in turn reveals the next reason, in the documented order.
+  AttnProblem p = admitted_problem();
+  p.dtype = DType::kFloat32;
+  p.d = 96;
+  p.dropout_p = 0.5;
+  p.window_left = 4;
+  p.softcap = 5.0;
+  p.has_alibi = true;
+  p.last_dim_contiguous = false;
+  p.strides_16b_aligned = false;
+  DeviceInfo device = h100();
+  device.cc = 86;
+  const char* expected[] = {"dtype", "head dim", "dropout", "window", "softcap", "alibi",
+                            "contiguous", "aligned", "not tested"};
+  for (const char* words : expected) {
+    GateDecision decision = check_native(p, device, gpu_build());
+    expect_refused(decision, words);
+    std::string reason = decision.reason;
+    if (reason.find("dtype") != std::string::npos) p.dtype = DType::kFloat16;
+    else if (reason.find("head dim") != std::string::npos) p.d = 128;
+    else if (reason.find("dropout") != std::string::npos) p.dropout_p = 0.0;
+    else if (reason.find("window") != std::string::npos) p.window_left = -1;
+    else if (reason.find("softcap") != std::string::npos) p.softcap = 0.0;
+    else if (reason.find("alibi") != std::string::npos) p.has_alibi = false;
+    else if (reason.find("contiguous") != std::string::npos) p.last_dim_contiguous = true;
+    else if (reason.find("aligned") != std::string::npos) p.strides_16b_aligned = true;
+    else device.cc = 90;
+  }
+  EXPECT_TRUE(check_native(p, device, gpu_build()).ok);
+}
+
+TEST(Gate, NamesAreStable) {
+  EXPECT_STREQ(kernel_family_name(KernelFamily::kNone), "none");
+  EXPECT_STREQ(kernel_family_name(KernelFamily::kPortableMma), "portable_mma");
+  EXPECT_STREQ(dtype_name(DType::kFloat16), "float16");
+  EXPECT_STREQ(dtype_name(DType::kBFloat16), "bfloat16");
+  EXPECT_STREQ(dtype_name(DType::kFloat32), "float32");
+  EXPECT_STREQ(dtype_name(DType::kFloat64), "float64");
+}
+
+}  // namespace
+}  // namespace flashsplit

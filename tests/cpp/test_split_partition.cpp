@@ -1,0 +1,133 @@
+// The split partition: which key blocks each split of a query tile walks. Checked against a
+// brute-force walk over every (query, key) pair under bottom-right causal masking.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "split_partition.h"
+
+namespace flashsplit {
+namespace {
+
+struct Shape {
+  int sq, sk, block_m, block_n;
+  bool causal;
+};
+
+std::string describe(const Shape& s) {
+  return "sq=" + std::to_string(s.sq) + " sk=" + std::to_string(s.sk) +
+         " block_m=" + std::to_string(s.block_m) + " block_n=" + std::to_string(s.block_n) +
+         " causal=" + std::to_string(s.causal);
+}
+
+// seen[tile][key_block]: whether some row of the tile sees some key of the block.
+std::vector<std::vector<bool>> brute_force_seen(const Shape& s) {
+  int tiles = (s.sq + s.block_m - 1) / s.block_m;
+  int blocks = (s.sk + s.block_n - 1) / s.block_n;
+  std::vector<std::vector<bool>> seen(tiles, std::vector<bool>(blocks, false));
+  for (int i = 0; i < s.sq; ++i) {
+    for (int j = 0; j < s.sk; ++j) {
+      bool visible = !s.causal || j <= i + s.sk - s.sq;  // bottom-right aligned
+      if (visible) seen[i / s.block_m][j / s.block_n] = true;
+    }
+  }
+  return seen;
+}
+
+void check_shape(const Shape& s, const std::vector<int>& split_counts) {
+  SCOPED_TRACE(describe(s));
+  std::vector<std::vector<bool>> seen = brute_force_seen(s);
+  for (int tile = 0; tile < static_cast<int>(seen.size()); ++tile) {
+    int m_end = std::min(s.sq, (tile + 1) * s.block_m);
+    int visible = visible_key_blocks(m_end, s.sq, s.sk, s.block_n, s.causal);
+    // The blocks a tile sees form the prefix [0, visible): masking only cuts from the right.
+    int brute_visible = 0;
+    for (bool b : seen[tile]) brute_visible += b ? 1 : 0;
+    ASSERT_EQ(visible, brute_visible) << "tile " << tile;
+    for (int kb = 0; kb < static_cast<int>(seen[tile].size()); ++kb) {
+      ASSERT_EQ(seen[tile][kb], kb < visible) << "tile " << tile << " key block " << kb;
+    }
+
+    for (int g_count : split_counts) {
+      SCOPED_TRACE("tile " + std::to_string(tile) + " G=" + std::to_string(g_count));
+      std::vector<int> covered(visible, 0);
+      int expected_begin = 0, min_size = visible, max_size = 0;
+      for (int g = 0; g < g_count; ++g) {
+        KeyBlockRange r = split_key_blocks(visible, g_count, g);
+        ASSERT_EQ(r.begin, expected_begin) << "split " << g << " must start where the last ended";
+        ASSERT_LE(r.begin, r.end) << "split " << g;
+        for (int kb = r.begin; kb < r.end; ++kb) {
+          ASSERT_LT(kb, visible) << "split " << g << " walks a block the tile cannot see";
+          ++covered[kb];
+        }
+        int size = r.end - r.begin;
+        if (size == 0) {
+          ASSERT_LT(visible, g_count) << "split " << g << " is empty";
+        }
+        min_size = std::min(min_size, size);
+        max_size = std::max(max_size, size);
+        expected_begin = r.end;
+      }
+      ASSERT_EQ(expected_begin, visible) << "the splits must end at the last visible block";
+      for (int kb = 0; kb < visible; ++kb) ASSERT_EQ(covered[kb], 1) << "key block " << kb;
+      ASSERT_LE(max_size - min_size, 1) << "split sizes must be balanced";
+    }
+  }
+}
+
+const std::vector<int> kSplitCounts = {1, 2, 3, 4, 5, 7, 8, 16, 33, 128};
+
+TEST(SplitPartition, CoversVisibleBlocksExactlyOnceOnEdgeShapes) {
+  for (int sq : {1, 7, 64, 65, 128, 200, 257}) {
+    for (int sk : {1, 5, 63, 64, 129, 300, 513}) {
+      for (int block_m : {64, 128}) {
+        for (int block_n : {32, 64, 128}) {
+          for (bool causal : {false, true}) {
+            check_shape(Shape{sq, sk, block_m, block_n, causal}, kSplitCounts);
+            if (HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SplitPartition, CoversVisibleBlocksExactlyOnceOnRandomShapes) {
+  uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (int i = 0; i < 300; ++i) {
+    Shape s{1 + static_cast<int>(rng() % 700), 1 + static_cast<int>(rng() % 700),
+            16 << (rng() % 4), 16 << (rng() % 4), rng() % 2 == 0};
+    std::vector<int> counts = {1 + static_cast<int>(rng() % 4), 1 + static_cast<int>(rng() % 50),
+                               1 + static_cast<int>(rng() % 128)};
+    check_shape(s, counts);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(SplitPartition, TilesAboveTheCausalDiagonalSeeNothingWhenQueriesOutnumberKeys) {
+  // sq > sk, causal: rows i < sq - sk see no key, so whole leading tiles have 0 visible blocks.
+  const int sq = 1000, sk = 100, block_m = 128, block_n = 64;
+  for (int tile = 0; tile * block_m < sq; ++tile) {
+    int m_end = std::min(sq, (tile + 1) * block_m);
+    int visible = visible_key_blocks(m_end, sq, sk, block_n, true);
+    if (m_end - 1 < sq - sk) {
+      EXPECT_EQ(visible, 0) << "tile " << tile;
+      for (int g = 0; g < 4; ++g) {
+        KeyBlockRange r = split_key_blocks(visible, 4, g);
+        EXPECT_EQ(r.begin, r.end) << "a split of a blind tile has no work";
+      }
+    } else {
+      EXPECT_GT(visible, 0) << "tile " << tile;
+    }
+  }
+  EXPECT_EQ(visible_key_blocks(sq, sq, sk, block_n, true), 2);  // the last tile sees all keys
+  EXPECT_EQ(visible_key_blocks(sq, sq, sk, block_n, false), 2);
+}
+
+}  // namespace
+}  // namespace flashsplit
