@@ -33,8 +33,9 @@ int choose_num_splits(const AttnProblem& problem, const DeviceInfo& device,
                       const TileConfig& tiles, const SplitHeuristicConstants& constants) {
   if (tiles.block_m <= 0 || tiles.block_n <= 0 || device.sm_count <= 0) return 1;
   const int64_t slots = static_cast<int64_t>(device.sm_count) * std::max(tiles.blocks_per_sm, 1);
-  const int64_t grid_blocks =
-      problem.b * problem.h * ((problem.sq + tiles.block_m - 1) / tiles.block_m);
+  // One block per (batch, k/v head, tile of packed rows): see packed_rows in tile_config.h.
+  const int64_t rows = packed_rows(problem.sq, problem.h, problem.hk);
+  const int64_t grid_blocks = problem.b * problem.hk * ((rows + tiles.block_m - 1) / tiles.block_m);
   if (grid_blocks <= 0) return 1;
   if (static_cast<double>(grid_blocks) >= constants.fill_fraction * static_cast<double>(slots)) {
     return 1;

@@ -20,8 +20,9 @@ AttnProblem shape(int64_t b, int64_t h, int64_t sq, int64_t sk, int64_t d) {
   return p;
 }
 
+// Blocks of the forward grid: one per (batch, k/v head, tile of packed rows).
 int64_t grid_blocks(const AttnProblem& p, const TileConfig& t) {
-  return p.b * p.h * ((p.sq + t.block_m - 1) / t.block_m);
+  return p.b * p.hk * ((packed_rows(p.sq, p.h, p.hk) + t.block_m - 1) / t.block_m);
 }
 
 int64_t key_blocks(const AttnProblem& p, const TileConfig& t) {

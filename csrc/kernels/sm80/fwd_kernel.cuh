@@ -1,6 +1,9 @@
 // Portable tensor-core forward (mma.sync m16n8k16; runs on sm_80 and sm_90).
 //
-// One thread block owns one (batch, head, query tile, split). Each warp owns 16 query rows and
+// One thread block owns one (batch, k/v head, tile of packed rows, split). The h/hk query heads
+// that share a k/v head are packed into the tile's rows (row r: query r / group, head r % group
+// of the group; see packed_rows in core/tile_config.h), so each K/V tile is loaded once for the
+// whole group and decode (sq = 1) fills rows with heads instead of padding. Each warp owns 16 rows and
 // keeps its Q fragments, scores S and output accumulator O in registers. The block walks its key
 // blocks from last to first (so causal / length masking is only needed on the first iterations),
 // with two cp.async stages: V[n] streams in while S = Q K[n]^T runs, K[n-1] while softmax and
@@ -20,9 +23,9 @@
 namespace flashsplit {
 namespace sm80 {
 
-template <int D>
+template <int D, bool Narrow>
 struct FwdTiles {
-  static constexpr TileConfig kConfig = portable_tile_config(D);
+  static constexpr TileConfig kConfig = portable_tile_config(D, Narrow);
   static constexpr int kBlockM = kConfig.block_m;
   static constexpr int kBlockN = kConfig.block_n;
   static constexpr int kWarps = kConfig.warps;
@@ -42,20 +45,53 @@ __device__ __forceinline__ int swizzled(int row, int chunk) {
   return row * D + ((chunk ^ (row & 7)) << 3);
 }
 
-// Copies rows [row0, row0 + Rows) of a (rows, D) global slice into shared memory; rows at or past
-// n_valid are zero-filled.
+// Copies key rows [row0, row0 + Rows) of a (rows, D) global slice into shared memory; rows at or
+// past n_valid are zero-filled.
 template <int Rows, int D, int Threads, class Elem>
 __device__ __forceinline__ void load_tile(Elem* smem, const Elem* gmem, int64_t row_stride,
                                           int row0, int n_valid) {
   constexpr int kChunks = D / 8;
+  static_assert(Threads % kChunks == 0 && Rows % (Threads / kChunks) == 0,
+                "threads tile the rows evenly");
+  constexpr int kRowStep = Threads / kChunks;
+  // Each thread keeps one chunk column and walks rows with one advancing pointer: unrolled
+  // copies then cost no address registers each (the narrow tile issues 32 per thread).
+  const int chunk = static_cast<int>(threadIdx.x) % kChunks;
+  const int first_row = static_cast<int>(threadIdx.x) / kChunks;
+  const Elem* src = gmem + static_cast<int64_t>(row0 + first_row) * row_stride + chunk * 8;
+#pragma unroll
+  for (int i = 0; i < Rows / kRowStep; ++i) {
+    const int row = first_row + i * kRowStep;
+    const bool valid = row0 + row < n_valid;
+    cp_async_16(smem_addr(smem + swizzled<D>(row, chunk)), valid ? src : gmem, valid);
+    src += kRowStep * row_stride;
+  }
+}
+
+// Where packed row r of a k/v head's group lives: its query index and its query head.
+struct PackedRow {
+  int query, head;
+};
+__device__ __forceinline__ PackedRow unpack_row(int r, int group, int kv_head) {
+  return PackedRow{r / group, kv_head * group + r % group};
+}
+
+// Copies packed rows [row0, row0 + Rows) of q into shared memory; rows past sq * group are
+// zero-filled. q points at (batch, query 0, head 0).
+template <int Rows, int D, int Threads, class Elem>
+__device__ __forceinline__ void load_packed_q(Elem* smem, const Elem* q, const AttnFwdParams& p,
+                                              int row0, int group, int kv_head) {
+  constexpr int kChunks = D / 8;
   constexpr int kTotal = Rows * kChunks;
   static_assert(kTotal % Threads == 0, "every thread copies the same number of chunks");
+  const int n_valid = p.sq * group;
 #pragma unroll
   for (int i = 0; i < kTotal / Threads; ++i) {
     int idx = i * Threads + static_cast<int>(threadIdx.x);
     int row = idx / kChunks, chunk = idx % kChunks;
     bool valid = row0 + row < n_valid;
-    const Elem* src = gmem + (valid ? static_cast<int64_t>(row0 + row) * row_stride : 0) + chunk * 8;
+    PackedRow at = unpack_row(valid ? row0 + row : 0, group, kv_head);
+    const Elem* src = q + at.query * p.q_row_stride + at.head * p.q_head_stride + chunk * 8;
     cp_async_16(smem_addr(smem + swizzled<D>(row, chunk)), src, valid);
   }
 }
@@ -69,10 +105,10 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-template <class Elem, int D, bool Causal, bool Split>
-__global__ void __launch_bounds__(FwdTiles<D>::kThreads, FwdTiles<D>::kMinBlocksPerSm)
+template <class Elem, int D, bool Narrow, bool Causal, bool Split>
+__global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Narrow>::kMinBlocksPerSm)
     attn_fwd_kernel(const AttnFwdParams p) {
-  using Tiles = FwdTiles<D>;
+  using Tiles = FwdTiles<D, Narrow>;
   constexpr int BM = Tiles::kBlockM, BN = Tiles::kBlockN, kThreads = Tiles::kThreads;
   constexpr int kNTiles = BN / 8;  // n8 score tiles per warp row band
   constexpr int kDTiles = D / 8;   // n8 output tiles
@@ -87,21 +123,25 @@ __global__ void __launch_bounds__(FwdTiles<D>::kThreads, FwdTiles<D>::kMinBlocks
   // Causal tiles late in the sequence do the most work: start them first.
   const int m_block = Causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int split = blockIdx.y;
-  const int batch = blockIdx.z / p.h, head = blockIdx.z % p.h;
-  const int kv_head = head / (p.h / p.hk);
-  const int m0 = m_block * BM;
+  const int batch = blockIdx.z / p.hk, kv_head = blockIdx.z % p.hk;
+  const int group = p.h / p.hk;
+  const int m0 = m_block * BM;  // first packed row of the tile
+  const int first_query = m0 / group;
+  const int last_query = min((m0 + BM - 1) / group, p.sq - 1);
 
-  const int n_visible = visible_key_blocks(min(m0 + BM, p.sq), p.sq, p.sk, BN, Causal);
+  const int n_visible = visible_key_blocks(last_query + 1, p.sq, p.sk, BN, Causal);
   const KeyBlockRange range =
       Split ? split_key_blocks(n_visible, p.num_splits, split) : KeyBlockRange{0, n_visible};
 
-  const Elem* q = static_cast<const Elem*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride;
+  const Elem* q = static_cast<const Elem*>(p.q) + batch * p.q_batch_stride;
   const Elem* k = static_cast<const Elem*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
   const Elem* v = static_cast<const Elem*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
 
   const float scale_log2 = p.softmax_scale * static_cast<float>(M_LOG2E);
-  // This thread's two rows: quad_row and quad_row + 8 of the warp's 16.
+  // This thread's two packed rows: quad_row and quad_row + 8 of the warp's 16.
   const int row_base = m0 + warp * 16 + quad_row;
+  const PackedRow my_rows[2] = {unpack_row(row_base, group, kv_head),
+                                unpack_row(row_base + 8, group, kv_head)};
 
   float o[kDTiles][4];
 #pragma unroll
@@ -110,7 +150,7 @@ __global__ void __launch_bounds__(FwdTiles<D>::kThreads, FwdTiles<D>::kMinBlocks
   float row_sum[2] = {0.f, 0.f};              // this thread's partial; quad-reduced at the end
 
   if (range.begin < range.end) {
-    load_tile<BM, D, kThreads>(sQ, q, p.q_row_stride, m0, p.sq);
+    load_packed_q<BM, D, kThreads>(sQ, q, p, m0, group, kv_head);
     load_tile<BN, D, kThreads>(sK, k, p.k_row_stride, (range.end - 1) * BN, p.sk);
     cp_async_commit();
 
@@ -146,7 +186,7 @@ __global__ void __launch_bounds__(FwdTiles<D>::kThreads, FwdTiles<D>::kMinBlocks
 
       // Scale into log2 units; mask keys past sk and, if causal, keys a row may not see.
       const int n0 = n * BN;
-      const bool needs_mask = n0 + BN > p.sk || (Causal && n0 + BN - 1 > m0 + p.sk - p.sq);
+      const bool needs_mask = n0 + BN > p.sk || (Causal && n0 + BN - 1 > first_query + p.sk - p.sq);
 #pragma unroll
       for (int j = 0; j < kNTiles; ++j) {
 #pragma unroll
@@ -154,8 +194,8 @@ __global__ void __launch_bounds__(FwdTiles<D>::kThreads, FwdTiles<D>::kMinBlocks
           float x = s[j][e] * scale_log2;
           if (needs_mask) {
             int key = n0 + j * 8 + quad_col * 2 + (e & 1);
-            int row = row_base + (e >> 1) * 8;
-            int limit = Causal ? min(p.sk - 1, row + p.sk - p.sq) : p.sk - 1;
+            int query = my_rows[e >> 1].query;
+            int limit = Causal ? min(p.sk - 1, query + p.sk - p.sq) : p.sk - 1;
             if (key > limit) x = -INFINITY;
           }
           s[j][e] = x;
@@ -220,16 +260,16 @@ __global__ void __launch_bounds__(FwdTiles<D>::kThreads, FwdTiles<D>::kMinBlocks
   // Epilogue: normalise, then write either the output or this split's partial.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int row = row_base + r * 8;
     const float sum = quad_sum(row_sum[r]);
-    if (row >= p.sq) continue;
+    if (row_base + r * 8 >= p.sq * group) continue;
+    const int query = my_rows[r].query, head = my_rows[r].head;
     // A row that saw no key: output 0 and lse -inf. A NaN sum stays NaN in both.
     const float inv = sum == 0.f ? 0.f : 1.f / sum;
     const float lse = sum == 0.f ? -INFINITY
                                  : (row_max[r] + log2f(sum)) * static_cast<float>(M_LN2);
     const int64_t bh = static_cast<int64_t>(batch) * p.h + head;
     if constexpr (Split) {
-      const int64_t partial_row = (split * static_cast<int64_t>(p.b) * p.h + bh) * p.sq + row;
+      const int64_t partial_row = (split * static_cast<int64_t>(p.b) * p.h + bh) * p.sq + query;
       float* dst = p.o_accum + partial_row * D;
 #pragma unroll
       for (int j = 0; j < kDTiles; ++j)
@@ -238,12 +278,12 @@ __global__ void __launch_bounds__(FwdTiles<D>::kThreads, FwdTiles<D>::kMinBlocks
       if (quad_col == 0) p.lse_accum[partial_row] = lse;
     } else {
       Elem* dst = static_cast<Elem*>(p.out) + batch * p.o_batch_stride +
-                  static_cast<int64_t>(row) * p.o_row_stride + head * p.o_head_stride;
+                  static_cast<int64_t>(query) * p.o_row_stride + head * p.o_head_stride;
 #pragma unroll
       for (int j = 0; j < kDTiles; ++j)
         *reinterpret_cast<uint32_t*>(dst + j * 8 + quad_col * 2) =
             pack2<Elem>(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
-      if (quad_col == 0) p.lse[bh * p.sq + row] = lse;
+      if (quad_col == 0) p.lse[bh * p.sq + query] = lse;
     }
   }
 }

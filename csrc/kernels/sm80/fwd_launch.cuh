@@ -7,27 +7,38 @@
 namespace flashsplit {
 namespace sm80 {
 
-template <class Elem, int D, bool Causal, bool Split>
+template <class Elem, int D, bool Narrow, bool Causal, bool Split>
 void launch_variant(const AttnFwdParams& params, gpuStream_t stream) {
-  using Tiles = FwdTiles<D>;
-  auto kernel = attn_fwd_kernel<Elem, D, Causal, Split>;
+  using Tiles = FwdTiles<D, Narrow>;
+  auto kernel = attn_fwd_kernel<Elem, D, Narrow, Causal, Split>;
   // Above 48 KB a block must opt in to its dynamic shared memory.
   FS_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
                                    Tiles::kSmemBytes));
-  dim3 grid(ceil_div(params.sq, Tiles::kBlockM), params.num_splits, params.b * params.h);
+  const long long rows = packed_rows(params.sq, params.h, params.hk);
+  dim3 grid(ceil_div(rows, Tiles::kBlockM), params.num_splits, params.b * params.hk);
   kernel<<<grid, Tiles::kThreads, Tiles::kSmemBytes, stream>>>(params);
   FS_LAUNCH_CHECK("attn_fwd_kernel launch");
 }
 
-template <class Elem, int D>
-void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
+template <class Elem, int D, bool Narrow>
+void launch_shape(const AttnFwdParams& params, gpuStream_t stream) {
   const bool split = params.num_splits > 1;
   if (params.causal) {
-    split ? launch_variant<Elem, D, true, true>(params, stream)
-          : launch_variant<Elem, D, true, false>(params, stream);
+    split ? launch_variant<Elem, D, Narrow, true, true>(params, stream)
+          : launch_variant<Elem, D, Narrow, true, false>(params, stream);
   } else {
-    split ? launch_variant<Elem, D, false, true>(params, stream)
-          : launch_variant<Elem, D, false, false>(params, stream);
+    split ? launch_variant<Elem, D, Narrow, false, true>(params, stream)
+          : launch_variant<Elem, D, Narrow, false, false>(params, stream);
+  }
+}
+
+// The tile shape follows the same rule the heuristic modelled (core/tile_config.h).
+template <class Elem, int D>
+void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
+  if (use_narrow_tiles(packed_rows(params.sq, params.h, params.hk))) {
+    launch_shape<Elem, D, true>(params, stream);
+  } else {
+    launch_shape<Elem, D, false>(params, stream);
   }
 }
 
