@@ -7,8 +7,9 @@ namespace flashsplit {
 struct TileConfig {
   int block_m;        // packed query rows per thread block (see packed_rows)
   int block_n;        // keys per key block (one iteration of the tile loop)
-  int warps;          // warps per thread block (16 query rows each)
+  int warps;          // warps per thread block
   int blocks_per_sm;  // resident thread blocks per SM the heuristic assumes
+  int m_tiles = 1;    // 16-row m-tiles per warp (block_m = 16 * warps * m_tiles)
 };
 
 // The kernel packs the h/hk query heads that share a k/v head into the rows of one tile
@@ -21,14 +22,15 @@ constexpr long long packed_rows(long long sq, long long h, long long hk) { retur
 constexpr long long kNarrowMaxRows = 16;
 constexpr bool use_narrow_tiles(long long rows) { return rows <= kNarrowMaxRows; }
 
-// Returns {0,0,0,0} for a head dim that has no kernel. blocks_per_sm follows from the register
-// cap (wide d=64: 128 regs x 256 threads) or shared memory (wide d=128 at ~215 regs; narrow:
-// (16 + 2 * 64) rows * d * 2 bytes each).
+// Returns {0,0,0,0} for a head dim that has no kernel. blocks_per_sm follows from registers
+// (wide: ~250 regs x 128 threads for d=64, ~215 x 256 for d=128) or shared memory (narrow:
+// (16 + 4 * block_n) rows * d * 2 bytes with the two-stage K/V ring: 34 KB at d=64, 36 KB at
+// d=128, whose block_n is 32 to keep that variant free of spills).
 constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
-  return narrow ? (head_dim == 64    ? TileConfig{16, 64, 1, 8}
-                   : head_dim == 128 ? TileConfig{16, 64, 1, 6}
+  return narrow ? (head_dim == 64    ? TileConfig{16, 64, 1, 6}
+                   : head_dim == 128 ? TileConfig{16, 32, 1, 6}
                                      : TileConfig{0, 0, 0, 0})
-                : (head_dim == 64    ? TileConfig{128, 64, 8, 2}
+                : (head_dim == 64    ? TileConfig{128, 64, 4, 2, 2}
                    : head_dim == 128 ? TileConfig{128, 64, 8, 1}
                                      : TileConfig{0, 0, 0, 0});
 }

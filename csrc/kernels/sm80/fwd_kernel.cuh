@@ -6,8 +6,10 @@
 // whole group and decode (sq = 1) fills rows with heads instead of padding. Each warp owns 16 rows and
 // keeps its Q fragments, scores S and output accumulator O in registers. The block walks its key
 // blocks from last to first (so causal / length masking is only needed on the first iterations),
-// with two cp.async stages: V[n] streams in while S = Q K[n]^T runs, K[n-1] while softmax and
-// O += P V[n] run. Online softmax works in exp2 with the scale folded in.
+// with a two-stage cp.async ring: K[n-1] and V[n-1] stream in while S = Q K[n]^T, softmax and
+// O += P V[n] run, so a whole (K, V) pair is in flight per block (split-KV shapes with few
+// blocks per SM are bound by how many bytes are in flight). Online softmax works in exp2 with
+// the scale folded in.
 //
 // Epilogues: Split == false writes O (in the input dtype) and lse straight to the output;
 // Split == true writes the split's normalised fp32 partial O_g and LSE_g for the combine kernel.
@@ -29,11 +31,13 @@ struct FwdTiles {
   static constexpr int kBlockM = kConfig.block_m;
   static constexpr int kBlockN = kConfig.block_n;
   static constexpr int kWarps = kConfig.warps;
+  static constexpr int kMTiles = kConfig.m_tiles;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kMinBlocksPerSm = kConfig.blocks_per_sm;
   static constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  static constexpr int kSmemBytes = (kBlockM + 2 * kBlockN) * D * 2;
-  static_assert(kBlockM == 16 * kWarps, "each warp owns 16 query rows");
+  // Q, plus two stages of (K, V): the next pair streams in while the current one is used.
+  static constexpr int kSmemBytes = (kBlockM + 4 * kBlockN) * D * 2;
+  static_assert(kBlockM == 16 * kWarps * kMTiles, "each warp owns kMTiles tiles of 16 rows");
   static_assert(D % 64 == 0, "the swizzle needs at least 8 chunks per row");
   static_assert(kBlockN % 16 == 0, "key blocks are walked 16 keys at a time");
 };
@@ -110,13 +114,14 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
     attn_fwd_kernel(const AttnFwdParams p) {
   using Tiles = FwdTiles<D, Narrow>;
   constexpr int BM = Tiles::kBlockM, BN = Tiles::kBlockN, kThreads = Tiles::kThreads;
-  constexpr int kNTiles = BN / 8;  // n8 score tiles per warp row band
-  constexpr int kDTiles = D / 8;   // n8 output tiles
+  constexpr int MT = Tiles::kMTiles;  // 16-row m-tiles per warp: each K/V fragment feeds MT MMAs
+  constexpr int kNTiles = BN / 8;     // n8 score tiles
+  constexpr int kDTiles = D / 8;      // n8 output tiles
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Elem* sQ = reinterpret_cast<Elem*>(smem_raw);
-  Elem* sK = sQ + BM * D;
-  Elem* sV = sK + BN * D;
+  Elem* sK0 = sQ + BM * D;         // stage s: K at sK0 + s * BN * D
+  Elem* sV0 = sK0 + 2 * BN * D;    // stage s: V at sV0 + s * BN * D
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int quad_row = lane / 4, quad_col = lane % 4;
@@ -138,39 +143,61 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
   const Elem* v = static_cast<const Elem*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
 
   const float scale_log2 = p.softmax_scale * static_cast<float>(M_LOG2E);
-  // This thread's two packed rows: quad_row and quad_row + 8 of the warp's 16.
-  const int row_base = m0 + warp * 16 + quad_row;
-  const PackedRow my_rows[2] = {unpack_row(row_base, group, kv_head),
-                                unpack_row(row_base + 8, group, kv_head)};
-
-  float o[kDTiles][4];
+  // The warp's rows are [warp_row0, warp_row0 + 16 * MT) of the tile; this thread holds rows
+  // quad_row and quad_row + 8 of each m-tile (index i = 2 * t + half below).
+  const int warp_row0 = warp * 16 * MT;
+  PackedRow my_rows[2 * MT];
 #pragma unroll
-  for (int j = 0; j < kDTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
-  float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (scores * scale * log2 e)
-  float row_sum[2] = {0.f, 0.f};              // this thread's partial; quad-reduced at the end
+  for (int i = 0; i < 2 * MT; ++i)
+    my_rows[i] = unpack_row(m0 + warp_row0 + (i / 2) * 16 + (i % 2) * 8 + quad_row, group, kv_head);
+
+  float o[MT][kDTiles][4];
+#pragma unroll
+  for (int t = 0; t < MT; ++t)
+#pragma unroll
+    for (int j = 0; j < kDTiles; ++j) o[t][j][0] = o[t][j][1] = o[t][j][2] = o[t][j][3] = 0.f;
+  float row_max[2 * MT];  // in log2 units (scores * scale * log2 e)
+  float row_sum[2 * MT];  // this thread's partial; quad-reduced at the end
+#pragma unroll
+  for (int i = 0; i < 2 * MT; ++i) row_max[i] = -INFINITY, row_sum[i] = 0.f;
 
   if (range.begin < range.end) {
     load_packed_q<BM, D, kThreads>(sQ, q, p, m0, group, kv_head);
-    load_tile<BN, D, kThreads>(sK, k, p.k_row_stride, (range.end - 1) * BN, p.sk);
+    load_tile<BN, D, kThreads>(sK0, k, p.k_row_stride, (range.end - 1) * BN, p.sk);
+    load_tile<BN, D, kThreads>(sV0, v, p.v_row_stride, (range.end - 1) * BN, p.sk);
     cp_async_commit();
 
-    uint32_t q_frag[D / 16][4];
+    uint32_t q_frag[MT][D / 16][4];
+    int stage = 0;
     for (int n = range.end - 1; n >= range.begin; --n) {
-      cp_async_wait_all();
-      __syncthreads();  // K[n] landed; every warp finished reading V[n+1]
-      load_tile<BN, D, kThreads>(sV, v, p.v_row_stride, n * BN, p.sk);
-      cp_async_commit();
+      // Prefetch the next pair into the other stage; every warp left it at the end of the last
+      // iteration's barrier.
+      if (n > range.begin) {
+        load_tile<BN, D, kThreads>(sK0 + (stage ^ 1) * BN * D, k, p.k_row_stride, (n - 1) * BN, p.sk);
+        load_tile<BN, D, kThreads>(sV0 + (stage ^ 1) * BN * D, v, p.v_row_stride, (n - 1) * BN, p.sk);
+        cp_async_commit();
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();  // this stage's K[n], V[n] (and Q) landed for every thread's copies
+      const Elem* sK = sK0 + stage * BN * D;
+      const Elem* sV = sV0 + stage * BN * D;
       if (n == range.end - 1) {
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-          ldmatrix_x4(smem_addr(sQ + swizzled<D>(warp * 16 + lane % 16, kk * 2 + lane / 16)),
-                      q_frag[kk]);
+        for (int t = 0; t < MT; ++t)
+#pragma unroll
+          for (int kk = 0; kk < D / 16; ++kk)
+            ldmatrix_x4(smem_addr(sQ + swizzled<D>(warp_row0 + t * 16 + lane % 16, kk * 2 + lane / 16)),
+                        q_frag[t][kk]);
       }
 
-      // S = Q K^T for this warp's 16 rows and the block's BN keys.
-      float s[kNTiles][4];
+      // S = Q K^T for this warp's rows and the block's BN keys.
+      float s[MT][kNTiles][4];
 #pragma unroll
-      for (int j = 0; j < kNTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+      for (int t = 0; t < MT; ++t)
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j) s[t][j][0] = s[t][j][1] = s[t][j][2] = s[t][j][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
@@ -179,8 +206,11 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
           ldmatrix_x4(smem_addr(sK + swizzled<D>(nn * 16 + lane % 8 + (lane / 16) * 8,
                                                  kk * 2 + (lane / 8) % 2)),
                       b);
-          mma_16816<Elem>(s[2 * nn], q_frag[kk], b[0], b[1]);
-          mma_16816<Elem>(s[2 * nn + 1], q_frag[kk], b[2], b[3]);
+#pragma unroll
+          for (int t = 0; t < MT; ++t) {
+            mma_16816<Elem>(s[t][2 * nn], q_frag[t][kk], b[0], b[1]);
+            mma_16816<Elem>(s[t][2 * nn + 1], q_frag[t][kk], b[2], b[3]);
+          }
         }
       }
 
@@ -188,85 +218,91 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
       const int n0 = n * BN;
       const bool needs_mask = n0 + BN > p.sk || (Causal && n0 + BN - 1 > first_query + p.sk - p.sq);
 #pragma unroll
-      for (int j = 0; j < kNTiles; ++j) {
+      for (int t = 0; t < MT; ++t)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = s[j][e] * scale_log2;
-          if (needs_mask) {
-            int key = n0 + j * 8 + quad_col * 2 + (e & 1);
-            int query = my_rows[e >> 1].query;
-            int limit = Causal ? min(p.sk - 1, query + p.sk - p.sq) : p.sk - 1;
-            if (key > limit) x = -INFINITY;
+        for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float x = s[t][j][e] * scale_log2;
+            if (needs_mask) {
+              int key = n0 + j * 8 + quad_col * 2 + (e & 1);
+              int query = my_rows[2 * t + (e >> 1)].query;
+              int limit = Causal ? min(p.sk - 1, query + p.sk - p.sq) : p.sk - 1;
+              if (key > limit) x = -INFINITY;
+            }
+            s[t][j][e] = x;
           }
-          s[j][e] = x;
-        }
-      }
 
       // Online softmax: new running max, rescale what was accumulated, exponentiate.
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
+      for (int i = 0; i < 2 * MT; ++i) {
+        const int t = i / 2, c = (i % 2) * 2;  // m-tile and accumulator column pair of row i
         float tile_max = -INFINITY;
 #pragma unroll
-        for (int j = 0; j < kNTiles; ++j) tile_max = fmaxf(tile_max, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
-        float new_max = fmaxf(row_max[r], quad_max(tile_max));
+        for (int j = 0; j < kNTiles; ++j) tile_max = fmaxf(tile_max, fmaxf(s[t][j][c], s[t][j][c + 1]));
+        float new_max = fmaxf(row_max[i], quad_max(tile_max));
         // A row that has seen only masked keys keeps max -inf; subtracting 0 keeps exp2 at 0
         // instead of exp2(-inf - -inf) = NaN.
         float base = new_max == -INFINITY ? 0.f : new_max;
-        float rescale = exp2f(row_max[r] - base);
-        row_max[r] = new_max;
+        float rescale = exp2f(row_max[i] - base);
+        row_max[i] = new_max;
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < kNTiles; ++j) {
-          s[j][2 * r] = exp2f(s[j][2 * r] - base);
-          s[j][2 * r + 1] = exp2f(s[j][2 * r + 1] - base);
-          sum += s[j][2 * r] + s[j][2 * r + 1];
+          s[t][j][c] = exp2f(s[t][j][c] - base);
+          s[t][j][c + 1] = exp2f(s[t][j][c + 1] - base);
+          sum += s[t][j][c] + s[t][j][c + 1];
         }
-        row_sum[r] = row_sum[r] * rescale + sum;
+        row_sum[i] = row_sum[i] * rescale + sum;
 #pragma unroll
         for (int j = 0; j < kDTiles; ++j) {
-          o[j][2 * r] *= rescale;
-          o[j][2 * r + 1] *= rescale;
+          o[t][j][c] *= rescale;
+          o[t][j][c + 1] *= rescale;
         }
       }
 
-      cp_async_wait_all();
-      __syncthreads();  // V[n] landed; every warp finished reading K[n]
-      if (n > range.begin) {
-        load_tile<BN, D, kThreads>(sK, k, p.k_row_stride, (n - 1) * BN, p.sk);
-        cp_async_commit();
-      }
 
       // O += P V: P comes straight from the score registers (the m16n8 accumulator layout of
       // two adjacent n8 tiles is the m16k16 A-operand layout).
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
-        uint32_t a[4] = {pack2<Elem>(s[2 * kk][0], s[2 * kk][1]),
-                         pack2<Elem>(s[2 * kk][2], s[2 * kk][3]),
-                         pack2<Elem>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                         pack2<Elem>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+          a[t][0] = pack2<Elem>(s[t][2 * kk][0], s[t][2 * kk][1]);
+          a[t][1] = pack2<Elem>(s[t][2 * kk][2], s[t][2 * kk][3]);
+          a[t][2] = pack2<Elem>(s[t][2 * kk + 1][0], s[t][2 * kk + 1][1]);
+          a[t][3] = pack2<Elem>(s[t][2 * kk + 1][2], s[t][2 * kk + 1][3]);
+        }
 #pragma unroll
         for (int dd = 0; dd < D / 16; ++dd) {
           uint32_t b[4];
           ldmatrix_x4_trans(smem_addr(sV + swizzled<D>(kk * 16 + lane % 8 + ((lane / 8) % 2) * 8,
                                                        dd * 2 + lane / 16)),
                             b);
-          mma_16816<Elem>(o[2 * dd], a, b[0], b[1]);
-          mma_16816<Elem>(o[2 * dd + 1], a, b[2], b[3]);
+#pragma unroll
+          for (int t = 0; t < MT; ++t) {
+            mma_16816<Elem>(o[t][2 * dd], a[t], b[0], b[1]);
+            mma_16816<Elem>(o[t][2 * dd + 1], a[t], b[2], b[3]);
+          }
         }
       }
+      __syncthreads();  // every warp is done with this stage before the next prefetch reuses it
+      stage ^= 1;
     }
   }
 
   // Epilogue: normalise, then write either the output or this split's partial.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float sum = quad_sum(row_sum[r]);
-    if (row_base + r * 8 >= p.sq * group) continue;
-    const int query = my_rows[r].query, head = my_rows[r].head;
+  for (int i = 0; i < 2 * MT; ++i) {
+    const int t = i / 2, c = (i % 2) * 2;
+    const float sum = quad_sum(row_sum[i]);
+    if (m0 + warp_row0 + t * 16 + (i % 2) * 8 + quad_row >= p.sq * group) continue;
+    const int query = my_rows[i].query, head = my_rows[i].head;
     // A row that saw no key: output 0 and lse -inf. A NaN sum stays NaN in both.
     const float inv = sum == 0.f ? 0.f : 1.f / sum;
     const float lse = sum == 0.f ? -INFINITY
-                                 : (row_max[r] + log2f(sum)) * static_cast<float>(M_LN2);
+                                 : (row_max[i] + log2f(sum)) * static_cast<float>(M_LN2);
     const int64_t bh = static_cast<int64_t>(batch) * p.h + head;
     if constexpr (Split) {
       const int64_t partial_row = (split * static_cast<int64_t>(p.b) * p.h + bh) * p.sq + query;
@@ -274,7 +310,7 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
 #pragma unroll
       for (int j = 0; j < kDTiles; ++j)
         *reinterpret_cast<float2*>(dst + j * 8 + quad_col * 2) =
-            make_float2(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
+            make_float2(o[t][j][c] * inv, o[t][j][c + 1] * inv);
       if (quad_col == 0) p.lse_accum[partial_row] = lse;
     } else {
       Elem* dst = static_cast<Elem*>(p.out) + batch * p.o_batch_stride +
@@ -282,7 +318,7 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
 #pragma unroll
       for (int j = 0; j < kDTiles; ++j)
         *reinterpret_cast<uint32_t*>(dst + j * 8 + quad_col * 2) =
-            pack2<Elem>(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
+            pack2<Elem>(o[t][j][c] * inv, o[t][j][c + 1] * inv);
       if (quad_col == 0) p.lse[bh * p.sq + query] = lse;
     }
   }
