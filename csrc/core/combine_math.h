@@ -9,10 +9,15 @@
 namespace flashsplit {
 
 // log(sum_g exp(lse[g*stride])) computed around the maximum so huge spreads neither overflow
-// nor lose the largest term. -inf when every lse is -inf (no split saw a key).
+// nor lose the largest term. -inf when every lse is -inf (no split saw a key); NaN when any is.
 FS_HOST_DEVICE inline float combined_lse(const float* lse, int num_splits, long long stride) {
   float max_lse = -INFINITY;
-  for (int g = 0; g < num_splits; ++g) max_lse = fmaxf(max_lse, lse[g * stride]);
+  for (int g = 0; g < num_splits; ++g) {
+    const float x = lse[g * stride];
+    // fmaxf drops NaN; a split that met a NaN must poison the row as the unsplit kernel does.
+    if (x != x) return x;
+    max_lse = fmaxf(max_lse, x);
+  }
   if (max_lse == -INFINITY) return -INFINITY;
   float sum = 0.f;
   for (int g = 0; g < num_splits; ++g) sum += expf(lse[g * stride] - max_lse);

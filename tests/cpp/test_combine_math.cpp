@@ -231,5 +231,20 @@ TEST(CombineMath, SplitWeightIsZeroForBlindSplitsAndBlindRows) {
   EXPECT_NEAR(split_weight(1.f, 1.f + std::log(4.f)), 0.25f, 2 * kEps);
 }
 
+// A split whose scores met a NaN (a NaN query, key or value) reports lse NaN. The unsplit
+// kernel returns NaN for that row, so the combine must too, whatever order the splits come in.
+TEST(CombineMath, NaNLseOfAnySplitPoisonsTheRow) {
+  for (int nan_at : {0, 1, 3}) {
+    const int num_splits = 4, d = 8;
+    std::vector<float> lse = {0.5f, -1.f, -INFINITY, 2.f};
+    std::vector<float> o(num_splits * d, 1.f);
+    lse[nan_at] = kNaN;
+    std::vector<float> out(d, 0.f);
+    float total = combine_row(lse.data(), 1, o.data(), d, num_splits, d, out.data());
+    EXPECT_TRUE(std::isnan(total)) << "nan_at=" << nan_at;
+    for (int c = 0; c < d; ++c) EXPECT_TRUE(std::isnan(out[c])) << "nan_at=" << nan_at << " c=" << c;
+  }
+}
+
 }  // namespace
 }  // namespace flashsplit

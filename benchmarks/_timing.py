@@ -1,0 +1,424 @@
+"""Shared pieces of the flashsplit benchmarks: GPU check, timing, FLOP/byte counts, peers.
+
+Timing method (why it looks like this):
+- CUDA events around each call, median over repetitions after warm-up: robust to the odd slow
+  iteration and measures GPU time, not Python time.
+- Before each timed call the GPU is kept busy with a sleep kernel (not inside the events), so the
+  host has finished enqueueing the call before the start event fires; otherwise a tiny decode
+  kernel would be timed together with the Python overhead of launching it.
+- When one input set fits in L2 (50 MB on H100), several sets are rotated so every call reads
+  its inputs from HBM, as it would inside a model.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import warnings
+from collections import OrderedDict
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+EXIT_NO_GPU = 2
+EXIT_NO_EXTENSION = 3
+
+# Measured ceilings on the H100 of this project (/work/shared/REFERENCES.md).
+PEAK_TFLOPS_BF16 = 795.0      # dense bf16 matmul 8192^3
+PEAK_BYTES_PER_S = 3.02e12    # device-to-device copy, read + write bytes
+L2_BYTES = 50 * 1024 * 1024
+
+DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+# ----------------------------------------------------------------------------- environment
+
+def require_cuda(program: str):
+    """Returns torch when a CUDA device is visible; otherwise exits with code 2 and says why."""
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover - torch is a hard requirement
+        print(f"{program}: cannot import torch ({exc}); nothing to benchmark.", file=sys.stderr)
+        sys.exit(EXIT_NO_GPU)
+    if not torch.cuda.is_available():
+        print(f"{program}: no CUDA device is visible (torch {torch.__version__}, "
+              f"torch.version.cuda={torch.version.cuda}). These benchmarks time GPU kernels; "
+              f"run them on a machine with an NVIDIA GPU.", file=sys.stderr)
+        sys.exit(EXIT_NO_GPU)
+    return torch
+
+
+def import_flashsplit(program: str, need_native: bool = True):
+    """Imports flashsplit (falling back to the source tree's python/ folder) and checks that its
+    GPU kernels were built, so a benchmark never silently times the reference path."""
+    try:
+        flashsplit = importlib.import_module("flashsplit")
+    except ImportError:
+        repo_python = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                   "python")
+        sys.path.insert(0, repo_python)
+        try:
+            flashsplit = importlib.import_module("flashsplit")
+        except ImportError as exc:
+            print(f"{program}: cannot import flashsplit ({exc}). Build it first, e.g. "
+                  f"`pip install --no-build-isolation --no-deps .` or "
+                  f"`python setup.py build_ext --inplace` with PYTHONPATH=python.", file=sys.stderr)
+            sys.exit(EXIT_NO_EXTENSION)
+    if need_native:
+        try:
+            from flashsplit import _C
+            info = _C.build_info()
+        except Exception as exc:  # noqa: BLE001 - any failure here means no native build
+            print(f"{program}: flashsplit._C is not usable ({exc}); build the extension first.",
+                  file=sys.stderr)
+            sys.exit(EXIT_NO_EXTENSION)
+        if not info.get("gpu_kernels_built", False):
+            print(f"{program}: flashsplit was built without GPU kernels (build_info={info}); "
+                  f"timings would measure the reference path.", file=sys.stderr)
+            sys.exit(EXIT_NO_EXTENSION)
+    return flashsplit
+
+
+def environment_summary(torch, flashsplit=None) -> Dict[str, object]:
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    env = OrderedDict(
+        gpu=props.name,
+        cc=f"{props.major}.{props.minor}",
+        sms=props.multi_processor_count,
+        torch=torch.__version__,
+        cuda=torch.version.cuda,
+        cudnn=torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+    )
+    if flashsplit is not None:
+        try:
+            env["flashsplit_build"] = flashsplit._C.build_info()
+        except Exception as exc:  # noqa: BLE001
+            env["flashsplit_build"] = f"unavailable: {exc}"
+    return env
+
+
+def parse_dtype(torch, name: str):
+    name = name.strip().lower()
+    table = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
+             "fp16": torch.float16, "float16": torch.float16, "half": torch.float16}
+    if name not in table:
+        raise SystemExit(f"unknown dtype {name!r}; use bf16 or fp16")
+    return table[name]
+
+
+def dtype_label(torch, dtype) -> str:
+    return "bf16" if dtype == torch.bfloat16 else "fp16" if dtype == torch.float16 else str(dtype)
+
+
+def parse_int_list(text: str) -> List[int]:
+    values = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        if not part:
+            continue
+        scale = 1
+        if part.endswith("k"):
+            scale, part = 1024, part[:-1]
+        values.append(int(part) * scale)
+    return values
+
+
+# ----------------------------------------------------------------------------- work counts
+
+def visible_pairs(sq: int, sk: int, causal: bool, align: str = "bottom_right") -> int:
+    """Exact number of (query, key) pairs that enter the softmax.
+
+    bottom_right (flashsplit, flash-attn >= 2.1): query i sees key j iff j <= i + sk - sq.
+    top_left (SDPA's is_causal): query i sees key j iff j <= i. Both agree when sq == sk.
+    """
+    if not causal:
+        return sq * sk
+    offset = sk - sq if align == "bottom_right" else 0
+    # Row i sees clamp(i + offset + 1, 0, sk) keys: zero for i < -offset - 1, then a ramp, then
+    # sk. Summed in closed form so 128k-row problems cost nothing.
+    first_nonzero = max(0, -offset)              # first row with at least one key
+    first_full = max(0, sk - offset - 1)          # first row that sees all sk keys
+    total = 0
+    ramp_begin, ramp_end = first_nonzero, min(sq, first_full)
+    if ramp_end > ramp_begin:
+        # sum_{i=a}^{b-1} (i + offset + 1)
+        count = ramp_end - ramp_begin
+        total += count * (offset + 1) + (ramp_begin + ramp_end - 1) * count // 2
+    full_rows = sq - max(first_full, first_nonzero)
+    if full_rows > 0:
+        total += full_rows * sk
+    return total
+
+
+def attention_flops(b: int, h: int, sq: int, sk: int, d: int, causal: bool,
+                    align: str = "bottom_right") -> int:
+    """Forward FLOPs: two GEMMs (QK^T and PV), 2 flops per multiply-add: 4 * pairs * d."""
+    return 4 * b * h * visible_pairs(sq, sk, causal, align) * d
+
+
+def attention_io_bytes(b: int, h: int, hk: int, sq: int, sk: int, d: int,
+                       elem_bytes: int = 2) -> int:
+    """Compulsory HBM traffic of a forward: read q, k, v once, write out and the fp32 lse."""
+    return elem_bytes * (2 * b * sq * h * d + 2 * b * sk * hk * d) + 4 * b * h * sq
+
+
+def floors_ms(flops: float, io_bytes: float) -> Tuple[float, float]:
+    """(compute floor, memory floor) in ms from the measured ceilings."""
+    return flops / (PEAK_TFLOPS_BF16 * 1e12) * 1e3, io_bytes / PEAK_BYTES_PER_S * 1e3
+
+
+def tflops(flops: float, ms: Optional[float]) -> Optional[float]:
+    if ms is None or ms <= 0 or not math.isfinite(ms):
+        return None
+    return flops / (ms * 1e-3) / 1e12
+
+
+# ----------------------------------------------------------------------------- inputs
+
+def make_input_sets(torch, b, h, hk, sq, sk, d, dtype, max_sets: int = 8, seed: int = 0):
+    """Random (q, k, v) sets in the (b, s, h, d) layout; several when one set fits in L2, so
+    rotating among them keeps every timed call reading from HBM."""
+    set_bytes = attention_io_bytes(b, h, hk, sq, sk, d, torch.finfo(dtype).bits // 8)
+    n_sets = 1 if set_bytes >= 2 * L2_BYTES else min(max_sets, math.ceil(2 * L2_BYTES / set_bytes))
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed)
+    sets = []
+    for _ in range(n_sets):
+        q = torch.randn(b, sq, h, d, device="cuda", dtype=dtype, generator=gen)
+        k = torch.randn(b, sk, hk, d, device="cuda", dtype=dtype, generator=gen)
+        v = torch.randn(b, sk, hk, d, device="cuda", dtype=dtype, generator=gen)
+        sets.append((q, k, v))
+    return sets
+
+
+# ----------------------------------------------------------------------------- timing
+
+class Timing(dict):
+    """median_ms, p10_ms, p90_ms, reps."""
+
+
+def _host_launch_seconds(fn: Callable, args) -> float:
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+def time_cuda(torch, fn: Callable, arg_sets: Sequence[tuple], warmup: int = 5, reps: int = 20,
+              max_seconds: float = 10.0) -> Timing:
+    """Median CUDA-event time of fn(*args), rotating over arg_sets.
+
+    Stops early (with at least 3 reps) when the measured calls exceed max_seconds, so one huge
+    shape cannot eat a whole benchmark budget.
+    """
+    for i in range(warmup):
+        fn(*arg_sets[i % len(arg_sets)])
+    torch.cuda.synchronize()
+    # The sleep must outlast the host-side enqueue of one call; measure it on a warm call.
+    host_s = min(_host_launch_seconds(fn, arg_sets[0]) for _ in range(3))
+    torch.cuda.synchronize()
+    sleep_cycles = int(max(50e-6, 4 * host_s) * 2.0e9)  # <= 2 GHz SM clock: long enough
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    done = 0
+    began = time.perf_counter()
+    for i in range(reps):
+        args = arg_sets[i % len(arg_sets)]
+        torch.cuda._sleep(sleep_cycles)
+        starts[i].record()
+        fn(*args)
+        ends[i].record()
+        done += 1
+        if done >= 3 and i % 4 == 3:
+            torch.cuda.synchronize()
+            if time.perf_counter() - began > max_seconds:
+                break
+    torch.cuda.synchronize()
+    times = sorted(starts[i].elapsed_time(ends[i]) for i in range(done))
+    result = Timing()
+    result["median_ms"] = statistics.median(times)
+    result["p10_ms"] = times[int(0.1 * (len(times) - 1))]
+    result["p90_ms"] = times[int(0.9 * (len(times) - 1))]
+    result["reps"] = len(times)
+    return result
+
+
+# ----------------------------------------------------------------------------- flashsplit
+
+def flashsplit_runner(flashsplit, causal: bool, num_splits: int) -> Callable:
+    def run(q, k, v):
+        return flashsplit.flash_attn_func(q, k, v, causal=causal, num_splits=num_splits)
+    return run
+
+
+def explain(flashsplit, q, k, v, causal: bool, num_splits: int = 0) -> Dict[str, object]:
+    return dict(flashsplit.explain(q, k, v, causal=causal, num_splits=num_splits))
+
+
+def first_output(result):
+    """flash_attn_func may return out or (out, lse, ...); the benchmarks only need out."""
+    return result[0] if isinstance(result, (tuple, list)) else result
+
+
+# ----------------------------------------------------------------------------- peers
+
+SDPA_PEERS = OrderedDict([
+    ("sdpa_flash", "FLASH_ATTENTION"),
+    ("sdpa_cudnn", "CUDNN_ATTENTION"),
+    ("sdpa_efficient", "EFFICIENT_ATTENTION"),
+])
+OPTIONAL_PEERS = OrderedDict([
+    ("fa3", "flash_attn_interface"),   # FlashAttention-3 (Hopper)
+    ("fa2", "flash_attn"),             # FlashAttention-2
+])
+ALL_PEERS = list(SDPA_PEERS) + list(OPTIONAL_PEERS)
+
+
+def short_reason(text: str, limit: int = 90) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# SDPA's warnings name the backend ("... kernel not used because:") and then give the reasons
+# as separate warnings; the headers and the final generic error carry no information.
+_SDPA_GENERIC = ("not used because", "has been disabled", "No available kernel",
+                 "No viable backend", "disabled via the context manager")
+
+
+def sdpa_refusal_reason(messages: Sequence[str]) -> str:
+    reasons = []
+    for message in messages:
+        message = message.split("(Triggered internally")[0].strip()
+        if message and not any(g in message for g in _SDPA_GENERIC) and message not in reasons:
+            reasons.append(message)
+    return "; ".join(reasons)
+
+
+def _sdpa_runner(torch, backend_name: str, causal: bool, gqa: bool) -> Callable:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    backend = getattr(SDPBackend, backend_name)
+    kwargs = {"is_causal": causal}
+    if gqa:
+        kwargs["enable_gqa"] = True
+
+    def run(q, k, v):
+        # SDPA takes (b, h, s, d): transposed views, no copies.
+        with sdpa_kernel([backend]):
+            return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                                  v.transpose(1, 2), **kwargs).transpose(1, 2)
+    return run
+
+
+def _optional_runner(module_name: str, causal: bool) -> Tuple[Optional[Callable], str]:
+    try:
+        module = __import__(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure means "cannot use it"
+        if isinstance(exc, ImportError):
+            return None, "not installed"
+        return None, short_reason(f"import failed: {exc}")
+    fn = getattr(module, "flash_attn_func", None)
+    if fn is None:
+        return None, f"{module_name} has no flash_attn_func"
+
+    def run(q, k, v):
+        return first_output(fn(q, k, v, causal=causal))
+    return run, ""
+
+
+def peer_runners(torch, q, k, v, causal: bool, peers: Sequence[str] = ALL_PEERS
+                 ) -> "OrderedDict[str, Tuple[Optional[Callable], str]]":
+    """name -> (runner, "") when the peer can run this problem, or (None, reason) when not.
+
+    Each runner is probed once; a peer that refuses gets the reason it gave (SDPA's warnings
+    say why a backend was rejected), so tables show "n/a (reason)" instead of dropping it.
+    """
+    sq, sk, h, hk = q.shape[1], k.shape[1], q.shape[2], k.shape[2]
+    result = OrderedDict()
+    for name in peers:
+        if name in SDPA_PEERS:
+            if causal and sq != sk:
+                result[name] = (None, "SDPA causal is top-left aligned; compared only at sq==sk")
+                continue
+            run = _sdpa_runner(torch, SDPA_PEERS[name], causal, gqa=(h != hk))
+        elif name in OPTIONAL_PEERS:
+            run, reason = _optional_runner(OPTIONAL_PEERS[name], causal)
+            if run is None:
+                result[name] = (None, reason)
+                continue
+        else:
+            result[name] = (None, "unknown peer")
+            continue
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                run(q, k, v)
+                torch.cuda.synchronize()
+                result[name] = (run, "")
+            except Exception as exc:  # noqa: BLE001 - report, never crash the sweep
+                reason = sdpa_refusal_reason([str(w.message) for w in caught])
+                result[name] = (None, short_reason(reason or str(exc).splitlines()[0], 120))
+    return result
+
+
+# ----------------------------------------------------------------------------- output
+
+def write_csv(path: str, rows: List[Dict[str, object]]) -> None:
+    if not rows:
+        return
+    fields: List[str] = []
+    for row in rows:
+        for key in row:
+            if key not in fields:
+                fields.append(key)
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: csv_value(row.get(k)) for k in fields})
+
+
+def csv_value(value):
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "" if value is None else value
+
+
+def write_json(path: str, payload) -> None:
+    with open(path, "w") as fh:
+        json.dump(payload, fh, indent=1, default=str)
+
+
+def format_table(rows: List[List[str]], header: List[str]) -> str:
+    cells = [header] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def fmt(value, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:.0f}"
+    return str(value)
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def try_import_pyplot():
+    """matplotlib's pyplot on the Agg backend, or None (plots are then skipped, not fatal)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        return plt
+    except Exception as exc:  # noqa: BLE001
+        progress(f"matplotlib unavailable ({exc}); skipping the plot")
+        return None

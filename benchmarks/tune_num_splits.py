@@ -1,0 +1,428 @@
+#!/usr/bin/env python3
+"""Measure every eligible split count G over a grid of shapes and score the split heuristic.
+
+Measure mode (needs a GPU):
+    python benchmarks/tune_num_splits.py --budget-seconds 300 --out tune_out
+  samples shapes from the grid (b in {1,2,4,8}; (h, hk) in {(16,16), (32,8), (8,1)};
+  sq in {1,16,64,128,256,512,1024,4096}; sk in 512..131072; d in {64,128}; causal and not)
+  in a seeded random order until the budget is spent, times every candidate G for each, and
+  appends one CSV row per (shape, G) as it goes (a killed run keeps what it measured).
+
+Evaluate mode (any machine):
+    python benchmarks/tune_num_splits.py --evaluate tune_out/tune_num_splits_raw.csv
+  recomputes the report from a raw CSV for (a) the heuristic G recorded by flashsplit.explain
+  at measurement time and (b) a candidate heuristic written in Python below
+  (`model_num_splits`): a MODEL of csrc/core/split_heuristic.cpp for offline tuning, to be
+  ported back to C++ by hand. Its agreement with the recorded G is printed so a drifting mirror
+  is noticed. --search grid-searches the model's constants.
+
+Report: per shape, regret = time at the heuristic's G / best measured time; the geometric mean
+and the worst shapes; and, on grids that already fill the GPU (grid blocks >= SMs *
+blocks_per_sm, where the kernel's grid is b * hk * ceil(sq * (h / hk) / block_m) because it packs
+the query heads of a k/v group into one tile, block_m from explain), how often the heuristic is
+> 2 % slower than G = 1.
+
+Exit codes: 0 ok, 2 no CUDA device (measure mode), 3 flashsplit not built with GPU kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import math
+import os
+import random
+import re
+import sys
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import _timing as T
+
+GRID = OrderedDict(
+    b=[1, 2, 4, 8],
+    heads=[(16, 16), (32, 8), (8, 1)],
+    sq=[1, 16, 64, 128, 256, 512, 1024, 4096],
+    sk=[512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072],
+    d=[64, 128],
+    causal=[False, True],
+)
+CANDIDATE_SPLITS = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64,
+                    80, 96, 112, 128]
+RAW_FIELDS = ["b", "h", "hk", "sq", "sk", "d", "causal", "dtype", "sms", "block_m", "block_n",
+              "blocks_per_sm", "key_blocks", "grid_blocks", "heuristic_g", "requested_g", "g",
+              "ms", "p10_ms", "p90_ms", "status"]
+SLOWER_THAN_G1 = 1.02  # "more than 2 % slower than no split"
+
+
+# ============================================================================ the model
+# MODEL of the C++ heuristic (csrc/core/split_heuristic.cpp + tile_config.h) for offline tuning
+# only, mirrored by hand; the report prints how often it agrees with the G that
+# flashsplit.explain recorded, so a drifting mirror is noticed. Port changes back by hand.
+
+@dataclass
+class ModelConstants:
+    fill_fraction: float = 0.8          # grid >= this fraction of one wave -> no split
+    efficiency_fraction: float = 0.85   # smallest G within this fraction of the best efficiency
+    max_splits: int = 128
+    min_key_blocks_per_split: int = 2   # each split walks at least this many key blocks
+
+
+# Tile table and narrow-tile threshold as last mirrored by hand; load_cpp_tables() refreshes
+# them from csrc/core/tile_config.h so the model follows the kernels without edits here.
+TILES = {(64, True): (16, 64, 6), (128, True): (16, 32, 6),
+         (64, False): (128, 64, 2), (128, False): (128, 64, 1)}
+NARROW_MAX_ROWS = 16
+TABLE_SOURCE = "built-in copy"
+DEFAULT_CONSTANTS = ModelConstants()
+
+
+def load_cpp_tables(repo=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))):
+    """Reads portable_tile_config's TileConfig{block_m, block_n, warps, blocks_per_sm} entries
+    and kNarrowMaxRows from tile_config.h, and the constants' defaults from split_heuristic.h.
+    Keeps the built-in values (and says so in the report) when the headers do not parse."""
+    global NARROW_MAX_ROWS, TABLE_SOURCE, DEFAULT_CONSTANTS
+    try:
+        with open(os.path.join(repo, "csrc", "core", "tile_config.h")) as fh:
+            text = fh.read()
+        body = text[text.index("portable_tile_config(int head_dim"):]
+        body = body[:body.index("\n}")]
+        narrow_part, wide_part = body.split("\n                : (", 1) if \
+            "\n                : (" in body else body.split(": (head_dim", 1)
+        tiles = {}
+        for part, narrow in ((narrow_part, True), (wide_part, False)):
+            for d, fields in re.findall(r"head_dim == (\d+)\s*\?\s*TileConfig\{([^}]*)\}", part):
+                values = [int(x) for x in fields.split(",")]
+                tiles[(int(d), narrow)] = (values[0], values[1], values[3])
+        if len(tiles) != 4:
+            raise ValueError(f"found {len(tiles)} TileConfig entries, expected 4")
+        max_rows = int(re.search(r"kNarrowMaxRows\s*=\s*(\d+)", text).group(1))
+        with open(os.path.join(repo, "csrc", "core", "split_heuristic.h")) as fh:
+            heur = fh.read()
+        defaults = {}
+        for field in ("fill_fraction", "efficiency_fraction", "max_splits",
+                      "min_key_blocks_per_split"):
+            match = re.search(field + r"\s*=\s*([0-9.]+)", heur)
+            if match:
+                kind = type(getattr(ModelConstants(), field))
+                defaults[field] = kind(float(match.group(1)))
+    except (OSError, ValueError, AttributeError, IndexError) as exc:
+        TABLE_SOURCE = f"built-in copy (could not read the C++ headers: {exc})"
+        return
+    TILES.update(tiles)
+    NARROW_MAX_ROWS = max_rows
+    DEFAULT_CONSTANTS = ModelConstants(**defaults)
+    TABLE_SOURCE = "csrc/core/tile_config.h + split_heuristic.h"
+
+
+def packed_rows(sq, h, hk):
+    """The kernel packs the h / hk query heads sharing a k/v head into the rows of one tile."""
+    return sq * (h // hk)
+
+
+def model_tiles(d, narrow=False):
+    """Mirror of portable_tile_config: (block_m, block_n, blocks_per_sm)."""
+    return TILES.get((d, narrow), (0, 0, 0))
+
+
+def model_tiles_for(sq, h, hk, d):
+    return model_tiles(d, narrow=packed_rows(sq, h, hk) <= NARROW_MAX_ROWS)
+
+
+def grid_blocks(b, h, hk, sq, block_m):
+    """One thread block per (batch, k/v head, tile of packed rows)."""
+    return b * hk * math.ceil(packed_rows(sq, h, hk) / block_m)
+
+
+load_cpp_tables()
+
+
+def model_num_splits(b, h, hk, sq, sk, d, sms, constants=None, tiles=None):
+    constants = constants or DEFAULT_CONSTANTS
+    block_m, block_n, per_sm = tiles or model_tiles_for(sq, h, hk, d)
+    if block_m <= 0 or block_n <= 0 or sms <= 0:
+        return 1
+    slots = sms * max(per_sm, 1)
+    grid = grid_blocks(b, h, hk, sq, block_m)
+    if grid <= 0 or grid >= constants.fill_fraction * slots:
+        return 1
+    n_blocks = math.ceil(sk / block_n)
+    cap = min(constants.max_splits, slots,
+              n_blocks // max(constants.min_key_blocks_per_split, 1))
+    if cap <= 1:
+        return 1
+
+    def efficiency(g):
+        work = grid * g
+        return work / (math.ceil(work / slots) * slots)
+
+    best = max(efficiency(g) for g in range(1, cap + 1))
+    for g in range(1, cap + 1):
+        if efficiency(g) >= constants.efficiency_fraction * best:
+            return g
+    return 1
+
+
+# ============================================================================ measuring
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--evaluate", metavar="RAW_CSV", default=None,
+                   help="no measuring: report from an existing raw CSV")
+    p.add_argument("--search", action="store_true",
+                   help="with --evaluate: grid-search the model constants")
+    p.add_argument("--budget-seconds", type=float, default=300.0)
+    p.add_argument("--max-shapes", type=int, default=None, help="stop after this many shapes")
+    p.add_argument("--seed", type=int, default=0, help="order in which shapes are sampled")
+    p.add_argument("--dtype", default="bf16")
+    p.add_argument("--splits", default=None,
+                   help="comma list of G to try (default " +
+                        ",".join(map(str, CANDIDATE_SPLITS)) + ")")
+    p.add_argument("--max-call-ms", type=float, default=20.0,
+                   help="skip shapes whose G=1 FLOPs would take longer than this at 400 TFLOPS")
+    p.add_argument("--max-scratch-gb", type=float, default=8.0,
+                   help="skip G whose fp32 partials exceed this")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--reps", type=int, default=7)
+    p.add_argument("--blocks-per-sm", type=int, default=None,
+                   help="resident blocks per SM for the 'fills the GPU' test (default: model)")
+    p.add_argument("--fill-fraction", type=float, default=DEFAULT_CONSTANTS.fill_fraction)
+    p.add_argument("--efficiency-fraction", type=float,
+                   default=DEFAULT_CONSTANTS.efficiency_fraction)
+    p.add_argument("--max-splits", type=int, default=DEFAULT_CONSTANTS.max_splits)
+    p.add_argument("--min-key-blocks-per-split", type=int,
+                   default=DEFAULT_CONSTANTS.min_key_blocks_per_split)
+    p.add_argument("--out", default="tune_out")
+    args = p.parse_args(argv)
+    args.split_list = T.parse_int_list(args.splits) if args.splits else CANDIDATE_SPLITS
+    return args
+
+
+def grid_shapes(seed):
+    shapes = [dict(b=b, h=h, hk=hk, sq=sq, sk=sk, d=d, causal=causal)
+              for b, (h, hk), sq, sk, d, causal in itertools.product(*GRID.values())]
+    random.Random(seed).shuffle(shapes)
+    return shapes
+
+
+def measure(args):
+    torch = T.require_cuda("tune_num_splits")
+    flashsplit = T.import_flashsplit("tune_num_splits")
+    dtype = T.parse_dtype(torch, args.dtype)
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    os.makedirs(args.out, exist_ok=True)
+    raw_path = os.path.join(args.out, "tune_num_splits_raw.csv")
+    began = time.perf_counter()
+    shapes_done = 0
+    with open(raw_path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=RAW_FIELDS)
+        writer.writeheader()
+        for shape in grid_shapes(args.seed):
+            if time.perf_counter() - began > args.budget_seconds:
+                break
+            if args.max_shapes is not None and shapes_done >= args.max_shapes:
+                break
+            b, h, hk, sq, sk, d, causal = (shape[k] for k in ("b", "h", "hk", "sq", "sk", "d",
+                                                              "causal"))
+            flops = T.attention_flops(b, h, sq, sk, d, causal)
+            if flops / 400e12 * 1e3 > args.max_call_ms:
+                continue
+            sets = T.make_input_sets(torch, b, h, hk, sq, sk, d, dtype, max_sets=4)
+            q, k, v = sets[0]
+            auto = T.explain(flashsplit, q, k, v, causal, 0)
+            if auto.get("path") != "native":
+                T.progress(f"skip {shape}: reference path ({auto.get('reason')})")
+                continue
+            block_m, block_n = int(auto["block_m"]), int(auto["block_n"])
+            n_blocks = math.ceil(sk / block_n)
+            heuristic_g = int(auto["num_splits"])
+            gs = sorted({g for g in args.split_list if g <= n_blocks} | {1, heuristic_g})
+            # blocks_per_sm is not reported by explain: it comes from the model's tile table.
+            per_sm = model_tiles_for(sq, h, hk, d)[2]
+            common = dict(shape, dtype=args.dtype, sms=sms, block_m=block_m, block_n=block_n,
+                          blocks_per_sm=per_sm, key_blocks=n_blocks,
+                          grid_blocks=grid_blocks(b, h, hk, sq, block_m),
+                          heuristic_g=heuristic_g)
+            line = []
+            for g in gs:
+                row = dict(common, requested_g=g, g=None, ms=None, p10_ms=None, p90_ms=None,
+                           status="ok")
+                if g * b * h * sq * (d + 1) * 4 > args.max_scratch_gb * 2**30:
+                    row["status"] = "skipped_scratch"
+                else:
+                    row["g"] = int(T.explain(flashsplit, q, k, v, causal, g)["num_splits"])
+                    try:
+                        timing = T.time_cuda(torch, T.flashsplit_runner(flashsplit, causal, g),
+                                             sets, args.warmup, args.reps, max_seconds=2.0)
+                        row.update(ms=timing["median_ms"], p10_ms=timing["p10_ms"],
+                                   p90_ms=timing["p90_ms"])
+                        line.append(f"{g}:{timing['median_ms']:.3g}")
+                    except Exception as exc:  # noqa: BLE001
+                        row["status"] = "error: " + T.short_reason(str(exc), 60)
+                writer.writerow({k: T.csv_value(row.get(k)) for k in RAW_FIELDS})
+            fh.flush()
+            shapes_done += 1
+            T.progress(f"[{shapes_done} {time.perf_counter() - began:5.0f}s] b={b} h={h}/{hk} "
+                       f"sq={sq} sk={sk} d={d} causal={causal} heurG={heuristic_g} "
+                       f"ms {' '.join(line)}")
+            del sets, q, k, v
+            torch.cuda.empty_cache()
+    T.progress(f"measured {shapes_done} shapes in {time.perf_counter() - began:.0f}s -> {raw_path}")
+    return raw_path
+
+
+# ============================================================================ evaluating
+
+def load_raw(path):
+    shapes = OrderedDict()
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            key = tuple(row[k] for k in ("b", "h", "hk", "sq", "sk", "d", "causal", "dtype"))
+            entry = shapes.setdefault(key, {"info": row, "times": {}})
+            if row["status"] == "ok" and row["ms"]:
+                # Keyed by the G that ran (explain's clamp), the thing the time belongs to.
+                g = int(row["g"] or row["requested_g"])
+                ms = float(row["ms"])
+                entry["times"][g] = min(ms, entry["times"].get(g, math.inf))
+            elif row["status"] != "ok":
+                entry.setdefault("incomplete", True)
+    return shapes
+
+
+def pick_time(times, g, n_blocks):
+    """Time for G; a G never measured but equivalent to a measured one (same key blocks per
+    split) borrows its time; otherwise None."""
+    if g in times:
+        return times[g]
+    per_split = math.ceil(n_blocks / g)
+    same = [t for h, t in times.items() if math.ceil(n_blocks / h) == per_split]
+    return min(same) if same else None
+
+
+def score(shapes, choose, blocks_per_sm=None):
+    """choose(info) -> G. Returns the report numbers for that chooser."""
+    regrets, worst, filled, filled_slow, unmeasured = [], [], 0, [], 0
+    for key, entry in shapes.items():
+        info, times = entry["info"], entry["times"]
+        if 1 not in times or entry.get("incomplete"):
+            continue
+        n_blocks = int(info["key_blocks"])
+        g = choose(info)
+        t = pick_time(times, g, n_blocks)
+        if t is None:
+            unmeasured += 1
+            continue
+        best_g, best = min(times.items(), key=lambda kv: kv[1])
+        regret = t / best
+        regrets.append(regret)
+        worst.append((regret, key, g, best_g, t, best, times[1]))
+        per_sm = blocks_per_sm or int(info.get("blocks_per_sm") or 0) or \
+            model_tiles_for(*(int(info[k]) for k in ("sq", "h", "hk", "d")))[2]
+        if int(info["grid_blocks"]) >= int(info["sms"]) * per_sm:
+            filled += 1
+            if t > SLOWER_THAN_G1 * times[1]:
+                filled_slow.append((t / times[1], key, g))
+    worst.sort(reverse=True)
+    gm = math.exp(sum(map(math.log, regrets)) / len(regrets)) if regrets else None
+    return dict(n=len(regrets), geomean=gm, worst=worst, filled=filled,
+                filled_slow=filled_slow, unmeasured=unmeasured)
+
+
+def shape_text(key):
+    b, h, hk, sq, sk, d, causal, dtype = key
+    return f"b={b} h={h}/{hk} sq={sq} sk={sk} d={d} causal={causal} {dtype}"
+
+
+def report_text(name, result, top=8):
+    lines = [f"== {name}"]
+    if not result["n"]:
+        lines.append("  no complete shapes")
+        return lines
+    lines.append(f"  shapes {result['n']}  regret geomean {result['geomean']:.4f}  "
+                 f"worst {result['worst'][0][0]:.3f}  (unmeasured choices skipped: "
+                 f"{result['unmeasured']})")
+    slow = result["filled_slow"]
+    frac = len(slow) / result["filled"] if result["filled"] else 0.0
+    lines.append(f"  grids that fill the GPU: {result['filled']}; heuristic > 2% slower than "
+                 f"G=1 on {len(slow)} ({100 * frac:.1f}%)")
+    for regret, key, g, best_g, t, best, t1 in result["worst"][:top]:
+        lines.append(f"    regret {regret:.3f}  {shape_text(key)}  chose G={g} {t:.4g} ms, "
+                     f"best G={best_g} {best:.4g} ms, G=1 {t1:.4g} ms")
+    for ratio, key, g in sorted(slow, reverse=True)[:top]:
+        lines.append(f"    filled grid slower than G=1 by x{ratio:.3f}: {shape_text(key)} G={g}")
+    return lines
+
+
+def model_chooser(constants, blocks_per_sm=None):
+    def choose(info):
+        b, h, hk, sq, sk, d = (int(info[k]) for k in ("b", "h", "hk", "sq", "sk", "d"))
+        block_m, block_n, per_sm = model_tiles_for(sq, h, hk, d)
+        # The measured tiles (explain's block_m / block_n) win over the model's table.
+        tiles = (int(info["block_m"]) or block_m, int(info["block_n"]) or block_n,
+                 blocks_per_sm or per_sm)
+        return model_num_splits(b, h, hk, sq, sk, d, int(info["sms"]), constants, tiles)
+    return choose
+
+
+def evaluate(args, raw_path):
+    shapes = load_raw(raw_path)
+    constants = ModelConstants(args.fill_fraction, args.efficiency_fraction, args.max_splits,
+                               args.min_key_blocks_per_split)
+    recorded = score(shapes, lambda info: int(info["heuristic_g"]), args.blocks_per_sm)
+    model = score(shapes, model_chooser(constants, args.blocks_per_sm), args.blocks_per_sm)
+    g1 = score(shapes, lambda info: 1, args.blocks_per_sm)
+    choose = model_chooser(DEFAULT_CONSTANTS, args.blocks_per_sm)
+    agree = sum(1 for e in shapes.values()
+                if choose(e["info"]) == int(e["info"]["heuristic_g"]))
+    lines = [f"tune_num_splits report from {raw_path}: {len(shapes)} shapes"]
+    lines += report_text("flashsplit heuristic (G recorded by explain)", recorded)
+    lines += report_text(f"Python MODEL with {constants}", model)
+    lines += report_text("always G=1 (no split)", g1)
+    lines.append(f"model tiles from {TABLE_SOURCE}: {TILES}, narrow up to {NARROW_MAX_ROWS} rows")
+    lines.append(f"model with default constants agrees with the recorded C++ G on "
+                 f"{agree}/{len(shapes)} shapes" +
+                 ("" if agree == len(shapes) else " -> update the model before tuning with it"))
+    if args.search:
+        lines.append("== constant search (model; lower geomean regret is better)")
+        found = []
+        for fill, eff, min_blocks in itertools.product((0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2),
+                                                       (0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0),
+                                                       (1, 2, 3, 4, 6, 8)):
+            c = ModelConstants(fill, eff, args.max_splits, min_blocks)
+            r = score(shapes, model_chooser(c, args.blocks_per_sm), args.blocks_per_sm)
+            if r["n"]:
+                found.append((r["geomean"], r["worst"][0][0], len(r["filled_slow"]), c))
+        for gm, worst, slow, c in sorted(found, key=lambda x: (x[0], x[1]))[:10]:
+            lines.append(f"  geomean {gm:.4f} worst {worst:.3f} filled-slow {slow}  "
+                         f"fill_fraction={c.fill_fraction} "
+                         f"efficiency_fraction={c.efficiency_fraction} "
+                         f"min_key_blocks_per_split={c.min_key_blocks_per_split}")
+    return lines
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.evaluate:
+        if not os.path.exists(args.evaluate):
+            print(f"tune_num_splits: --evaluate {args.evaluate!r}: no such file", file=sys.stderr)
+            return 1
+        print("\n".join(evaluate(args, args.evaluate)))
+        return 0
+    try:
+        raw_path = measure(args)
+    except KeyboardInterrupt:
+        # Rows are flushed per shape, so what was measured is already in the CSV.
+        raw_path = os.path.join(args.out, "tune_num_splits_raw.csv")
+        T.progress("interrupted; evaluating the shapes measured so far")
+    lines = evaluate(args, raw_path)
+    with open(os.path.join(args.out, "tune_num_splits_report.txt"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""The one place that talks to the C++ extension flashsplit._C (gate, heuristic, kernels)."""
+
+import os
+
+from . import _C
+
+_TRUE_WORDS = ("1", "true", "yes", "on")
+
+
+def env_flag(name):
+    """True when the environment variable is set to 1/true/yes/on (any case)."""
+    return os.environ.get(name, "").strip().lower() in _TRUE_WORDS
+
+
+def strict_from_env():
+    return env_flag("FLASHSPLIT_STRICT")
+
+
+def gate_decision(q, k, v, causal, dropout_p, window_left, window_right, softcap, has_alibi,
+                  num_splits):
+    """The gate's and heuristic's decision as a plain dict; runs nothing.
+
+    window_right is passed as the caller gave it after folding causal in: with causal the right
+    bound is implied, so only a left window is an extra feature the kernels must support.
+    """
+    decision = _C.explain(q, k, v, causal, float(dropout_p), window_left,
+                          -1 if causal else window_right, float(softcap), has_alibi,
+                          num_splits, env_flag("FLASHSPLIT_ALLOW_UNTESTED_ARCH"))
+    return dict(decision)
+
+
+def native_forward(q, k, v, softmax_scale, causal, num_splits):
+    return _C.forward(q, k, v, float(softmax_scale), causal, num_splits)
+
+
+def build_info():
+    return dict(_C.build_info())

@@ -1,0 +1,110 @@
+"""Argument checks shared by flash_attn_func, explain and reference_attention.
+
+Every check raises before any work is done, with a message that names the argument and the
+value it got, so a bad call never reaches the gate or a kernel. Valid input that the native
+kernels merely cannot serve (CPU tensors, fp32, a non-contiguous last dim, ...) is NOT an
+error here: the dispatcher falls back to the reference path for it.
+"""
+
+import math
+import numbers
+
+import torch
+
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _is_real_number(value):
+    # bool is an int subclass; True as a probability or a cap is almost certainly a mistake.
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check_tensor(name, t):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != 4:
+        layout = "(b, sq, h, d)" if name == "q" else "(b, sk, hk, d)"
+        raise ValueError(f"{name} must have 4 dims {layout}, got shape {tuple(t.shape)}")
+    if t.dtype not in _FLOAT_DTYPES:
+        raise TypeError(
+            f"{name}.dtype must be float16, bfloat16, float32 or float64, got {t.dtype}")
+
+
+def check_qkv(q, k, v):
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _check_tensor(name, t)
+    for name, t in (("k", k), ("v", v)):
+        if t.dtype != q.dtype:
+            raise TypeError(f"{name}.dtype {t.dtype} differs from q.dtype {q.dtype}")
+        if t.device != q.device:
+            raise ValueError(f"{name} is on {t.device} but q is on {q.device}")
+    if v.shape != k.shape:
+        raise ValueError(
+            f"v must have the same shape as k, got v {tuple(v.shape)} and k {tuple(k.shape)}")
+    b, _, h, d = q.shape
+    if k.shape[0] != b:
+        raise ValueError(f"k has batch {k.shape[0]} but q has batch {b}")
+    if k.shape[3] != d:
+        raise ValueError(f"k has head dim {k.shape[3]} but q has head dim {d}")
+    if d == 0:
+        raise ValueError(f"head dim must be positive, got q shape {tuple(q.shape)}")
+    hk = k.shape[2]
+    if hk == 0 or h % hk != 0:
+        raise ValueError(
+            f"the number of query heads ({h}) must be a multiple of the number of key/value "
+            f"heads ({hk}); got q shape {tuple(q.shape)} and k shape {tuple(k.shape)}")
+
+
+def check_options(q, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                  num_splits=0):
+    if not _is_real_number(dropout_p):
+        raise TypeError(f"dropout_p must be a real number, got {dropout_p!r}")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
+    if softmax_scale is not None:
+        if not _is_real_number(softmax_scale):
+            raise TypeError(f"softmax_scale must be None or a real number, got {softmax_scale!r}")
+        if not math.isfinite(softmax_scale):
+            raise ValueError(f"softmax_scale must be finite, got {softmax_scale!r}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {causal!r}")
+    if (not isinstance(window_size, (tuple, list)) or len(window_size) != 2
+            or not all(_is_int(w) for w in window_size)):
+        raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
+    if window_size[0] < -1 or window_size[1] < -1:
+        raise ValueError(
+            f"window_size values must be >= -1 (-1 = unbounded), got {tuple(window_size)!r}")
+    if not _is_real_number(softcap):
+        raise TypeError(f"softcap must be a real number, got {softcap!r}")
+    if not softcap >= 0.0 or not math.isfinite(softcap):
+        raise ValueError(f"softcap must be finite and >= 0 (0 = off), got {softcap!r}")
+    if alibi_slopes is not None:
+        _check_alibi_slopes(q, alibi_slopes)
+    if not _is_int(num_splits):
+        raise TypeError(f"num_splits must be an int, got {num_splits!r}")
+    if num_splits < 0:
+        raise ValueError(
+            f"num_splits must be >= 0 (0 = auto, 1 = no split, >= 2 = forced), got {num_splits}")
+
+
+def _check_alibi_slopes(q, slopes):
+    if not isinstance(slopes, torch.Tensor):
+        raise TypeError(f"alibi_slopes must be None or a torch.Tensor, got {type(slopes).__name__}")
+    b, h = q.shape[0], q.shape[2]
+    if tuple(slopes.shape) not in ((h,), (b, h)):
+        raise ValueError(
+            f"alibi_slopes must have shape (h,) = ({h},) or (b, h) = ({b}, {h}), "
+            f"got {tuple(slopes.shape)}")
+    if slopes.dtype != torch.float32:
+        raise TypeError(f"alibi_slopes.dtype must be float32, got {slopes.dtype}")
+    if slopes.device != q.device:
+        raise ValueError(f"alibi_slopes is on {slopes.device} but q is on {q.device}")
+
+
+def check_flag(name, value):
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r}")

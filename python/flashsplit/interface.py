@@ -1,0 +1,93 @@
+"""The user API: flash_attn_func (flash-attn's signature plus num_splits/strict), explain and
+reference_attention."""
+
+import torch
+
+from . import _native, ops, reference
+from ._validate import check_flag, check_options, check_qkv
+
+# Dropout seeds stay below 2**62 so they fit the op schema's int64 with room to spare.
+_SEED_BOUND = 1 << 62
+
+
+def _checked_options(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
+                     alibi_slopes, num_splits):
+    """Validates everything and returns (softmax_scale, window_left, window_right)."""
+    check_qkv(q, k, v)
+    check_options(q, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                  num_splits)
+    if softmax_scale is None:
+        softmax_scale = reference.default_softmax_scale(q.shape[-1])
+    return float(softmax_scale), int(window_size[0]), int(window_size[1])
+
+
+def _check_flags(deterministic, return_attn_probs, strict):
+    check_flag("deterministic", deterministic)
+    check_flag("return_attn_probs", return_attn_probs)
+    check_flag("strict", strict)
+
+
+def _draw_dropout_seed(dropout_p):
+    # Drawn from torch's default generator so torch.manual_seed makes dropout reproducible; the
+    # backward regenerates the same mask from this seed.
+    if dropout_p == 0.0:
+        return 0
+    return int(torch.randint(0, _SEED_BOUND, (1,)).item())
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
+                    window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
+                    return_attn_probs=False, *, num_splits=0, strict=False):
+    """Exact attention, flash-attn's API. q (b, sq, h, d), k/v (b, sk, hk, d), h % hk == 0.
+
+    Returns out (b, sq, h, d) like q, or (out, lse, None) when return_attn_probs; lse is
+    (b, h, sq), fp32 (fp64 for fp64 inputs). Differentiable w.r.t. q, k, v (also through lse).
+
+    num_splits: 0 lets the heuristic choose, 1 disables split-KV, G >= 2 forces G splits
+    (clamped) when the native path runs. strict=True (or FLASHSPLIT_STRICT=1) raises
+    RuntimeError with the gate's reason instead of falling back to the reference path.
+    deterministic is accepted for compatibility; the backward is deterministic anyway.
+    """
+    softmax_scale, window_left, window_right = _checked_options(
+        q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+        num_splits)
+    _check_flags(deterministic, return_attn_probs, strict)
+    out, lse = ops.attn_fwd(q, k, v, softmax_scale, causal, window_left, window_right,
+                            float(softcap), alibi_slopes, float(dropout_p),
+                            _draw_dropout_seed(dropout_p), int(num_splits), strict)
+    if return_attn_probs:
+        # flash-attn's third value is the dropout/probability matrix, which is never built here.
+        return out, lse, None
+    return out
+
+
+def explain(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+            softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *,
+            num_splits=0, strict=False):
+    """What flash_attn_func would do with these arguments, without computing anything.
+
+    Returns {"path": "native" | "reference", "num_splits": G, "kernel": ..., "reason": ...,
+    "block_m": ..., "block_n": ...}; reason is "" on the native path. Same validation (and the
+    same errors) as flash_attn_func; strict does not raise here.
+    """
+    _, window_left, window_right = _checked_options(
+        q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+        num_splits)
+    _check_flags(deterministic, return_attn_probs, strict)
+    return _native.gate_decision(q, k, v, causal, dropout_p, window_left, window_right,
+                                 softcap, alibi_slopes is not None, int(num_splits))
+
+
+def reference_attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
+                        window_size=(-1, -1), softcap=0.0, alibi_slopes=None, *,
+                        dropout_seed=0):
+    """The fallback path's math, called directly: returns (out, lse), never the native kernels.
+
+    Forward only (plain torch ops, so autograd can follow it, but flash_attn_func's backward is
+    the memory-bounded one). dropout_seed picks the keep mask deterministically.
+    """
+    softmax_scale, window_left, window_right = _checked_options(
+        q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, 0)
+    return reference.attention_forward(q, k, v, softmax_scale, causal, window_left,
+                                       window_right, float(softcap), alibi_slopes,
+                                       float(dropout_p), int(dropout_seed))

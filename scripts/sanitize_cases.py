@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Small flashsplit forward calls for compute-sanitizer (run by scripts/sanitize.sh).
+
+Each case is tiny (sanitizers slow kernels down 10-100x) but chosen to reach the edges:
+both dtypes, head dims 64 and 128, causal with rows that see no key, odd lengths that end
+mid-tile, the plain kernel (G = 1), forced and heuristic splits (producers + combine), GQA/MQA
+and strided inputs. Every case also checks its output against an fp32 reference, so a case
+that "passes" the sanitizer while computing garbage still fails.
+
+    python scripts/sanitize_cases.py               # the memcheck set
+    python scripts/sanitize_cases.py --set race    # one small split case for racecheck
+    python scripts/sanitize_cases.py --list
+
+Exit codes: 0 ok, 1 a case failed its check, 2 no CUDA device, 3 flashsplit not usable.
+"""
+
+import argparse
+import math
+import os
+import sys
+import zlib
+from collections import namedtuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+Case = namedtuple("Case", "name dtype d causal b sq sk h hk num_splits layout")
+
+MEMCHECK_CASES = [
+    Case("bf16-d64-full-G1-odd", "bf16", 64, False, 2, 37, 300, 4, 4, 1, "contiguous"),
+    Case("bf16-d64-causal-G3-odd", "bf16", 64, True, 2, 37, 300, 4, 2, 3, "contiguous"),
+    Case("fp16-d128-causal-G1", "fp16", 128, True, 1, 65, 129, 4, 4, 1, "contiguous"),
+    Case("fp16-d128-full-auto-decode", "fp16", 128, False, 1, 1, 1000, 8, 2, 0, "contiguous"),
+    Case("bf16-d128-causal-G2-empty-rows", "bf16", 128, True, 1, 200, 70, 2, 1, 2, "contiguous"),
+    Case("fp16-d64-full-G5-mqa", "fp16", 64, False, 1, 17, 513, 4, 1, 5, "contiguous"),
+    Case("bf16-d64-causal-auto-strided", "bf16", 64, True, 2, 129, 257, 4, 2, 0, "packed"),
+    Case("fp16-d128-full-G7-tail", "fp16", 128, False, 1, 1, 449, 2, 2, 7, "contiguous"),
+    Case("bf16-d64-decode-G4-narrow", "bf16", 64, False, 2, 1, 777, 8, 8, 4, "contiguous"),
+]
+# Shared-memory hazards are per kernel variant: one wide-tile and one narrow-tile (decode) case.
+RACECHECK_CASES = [
+    Case("race-bf16-d64-causal-G2-wide", "bf16", 64, True, 1, 70, 200, 1, 1, 2, "contiguous"),
+    Case("race-fp16-d128-decode-G2-narrow", "fp16", 128, False, 1, 1, 150, 4, 2, 2,
+         "contiguous"),
+]
+SETS = {"memcheck": MEMCHECK_CASES, "race": RACECHECK_CASES}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--set", choices=sorted(SETS), default="memcheck")
+    p.add_argument("--list", action="store_true", help="print the cases and exit")
+    p.add_argument("--no-reference", action="store_true",
+                   help="skip the fp32 comparison (keeps torch's own kernels out of racecheck)")
+    return p.parse_args(argv)
+
+
+def import_everything():
+    import torch
+    if not torch.cuda.is_available():
+        print("sanitize_cases: no CUDA device is visible; nothing to sanitize.", file=sys.stderr)
+        sys.exit(2)
+    try:
+        import flashsplit
+    except ImportError:
+        sys.path.insert(0, os.path.join(REPO, "python"))
+        try:
+            import flashsplit
+        except ImportError as exc:
+            print(f"sanitize_cases: cannot import flashsplit ({exc}); build it first.",
+                  file=sys.stderr)
+            sys.exit(3)
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    from naive_attention import naive_attention
+    return torch, flashsplit, naive_attention
+
+
+def make_inputs(torch, case):
+    dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(zlib.crc32(case.name.encode()))
+    shape_q = (case.b, case.sq, case.h, case.d)
+    shape_kv = (case.b, case.sk, case.hk, case.d)
+    if case.layout == "packed":
+        # q from its own (b, sq, 2, h, d) buffer, k/v as slices of one (b, sk, 2, hk, d) buffer.
+        qbuf = torch.randn(case.b, case.sq, 2, case.h, case.d, device="cuda", dtype=dtype,
+                           generator=gen)
+        kv = torch.randn(case.b, case.sk, 2, case.hk, case.d, device="cuda", dtype=dtype,
+                         generator=gen)
+        return qbuf[:, :, 1], kv[:, :, 0], kv[:, :, 1]
+    return (torch.randn(*shape_q, device="cuda", dtype=dtype, generator=gen),
+            torch.randn(*shape_kv, device="cuda", dtype=dtype, generator=gen),
+            torch.randn(*shape_kv, device="cuda", dtype=dtype, generator=gen))
+
+
+def run_case(torch, flashsplit, naive_attention, case, check):
+    q, k, v = make_inputs(torch, case)
+    decision = flashsplit.explain(q, k, v, causal=case.causal, num_splits=case.num_splits)
+    if decision["path"] != "native":
+        return False, f"not native: {decision['reason']}"
+    out, lse, _ = flashsplit.flash_attn_func(q, k, v, causal=case.causal,
+                                             num_splits=case.num_splits, return_attn_probs=True)
+    torch.cuda.synchronize()
+    detail = f"G={decision['num_splits']}"
+    n_empty = max(0, case.sq - case.sk) if case.causal else 0
+    seen = out[:, n_empty:]
+    if torch.isnan(out).any() or torch.isnan(lse).any():
+        return False, detail + ": NaN in the output"
+    if n_empty and not ((out[:, :n_empty] == 0).all() and
+                        torch.isneginf(lse[:, :, :n_empty]).all()):
+        return False, detail + ": rows that see no key are not (0, -inf)"
+    if not check:
+        return True, detail
+    ref, ref_lse = naive_attention(q.float(), k.float(), v.float(), causal=case.causal)
+    err = (seen.float() - ref[:, n_empty:]).abs().max().item()
+    lse_err = (lse[:, :, n_empty:] - ref_lse[:, :, n_empty:]).abs().max().item()
+    # Loose on purpose (the accuracy tests are elsewhere): catches garbage, not rounding.
+    ok = err < 3e-2 and lse_err < 1e-2 and math.isfinite(err)
+    return ok, f"{detail} max|out-ref|={err:.2e} max|lse-ref|={lse_err:.2e}"
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cases = SETS[args.set]
+    if args.list:
+        for case in cases:
+            print(case)
+        return 0
+    torch, flashsplit, naive_attention = import_everything()
+    failures = 0
+    for case in cases:
+        try:
+            ok, detail = run_case(torch, flashsplit, naive_attention, case,
+                                  check=not args.no_reference)
+        except Exception as exc:  # noqa: BLE001 - report every case, then fail
+            ok, detail = False, f"raised {type(exc).__name__}: {exc}"
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {case.name}: {detail}", flush=True)
+    print(f"sanitize_cases: {len(cases) - failures}/{len(cases)} cases ok ({args.set})",
+          flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Bad input is refused before any work, with an error naming the argument and its value."""
+
+import pytest
+import torch
+
+from flashsplit import explain, flash_attn_func, reference_attention
+
+
+def _qkv(b=2, sq=5, sk=7, h=4, hk=2, d=8, dtype=torch.float32):
+    return (torch.randn(b, sq, h, d, dtype=dtype), torch.randn(b, sk, hk, d, dtype=dtype),
+            torch.randn(b, sk, hk, d, dtype=dtype))
+
+
+@pytest.fixture(params=["flash_attn_func", "explain"])
+def entry(request):
+    # Both public entry points must validate identically.
+    return {"flash_attn_func": flash_attn_func, "explain": explain}[request.param]
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_rank_other_than_4_is_refused(entry, which):
+    args = list(_qkv())
+    name = "qkv"[which]
+    args[which] = args[which][0]  # drop the batch dim: rank 3
+    with pytest.raises(ValueError, match=rf"{name} must have 4 dims.*got shape \("):
+        entry(*args)
+
+
+def test_non_tensor_is_refused(entry):
+    q, k, v = _qkv()
+    with pytest.raises(TypeError, match="k must be a torch.Tensor, got list"):
+        entry(q, k.tolist(), v)
+
+
+def test_integer_dtype_is_refused(entry):
+    q, k, v = _qkv()
+    with pytest.raises(TypeError, match=r"q.dtype must be .*got torch.int64"):
+        entry(q.long(), k.long(), v.long())
+
+
+@pytest.mark.parametrize("which", [1, 2])
+def test_dtypes_that_differ_are_refused(entry, which):
+    args = list(_qkv())
+    args[which] = args[which].double()
+    name = "qkv"[which]
+    with pytest.raises(TypeError, match=rf"{name}.dtype torch.float64 differs from q.dtype torch.float32"):
+        entry(*args)
+
+
+def test_devices_that_differ_are_refused(entry):
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match=r"k is on meta but q is on cpu"):
+        entry(q, k.to("meta"), v)
+
+
+def test_heads_not_a_multiple_of_kv_heads_are_refused(entry):
+    q, k, v = _qkv(h=5, hk=2)
+    with pytest.raises(ValueError, match=r"query heads \(5\) must be a multiple of .*\(2\)"):
+        entry(q, k, v)
+
+
+def test_batch_mismatch_is_refused(entry):
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="k has batch 1 but q has batch 2"):
+        entry(q, k[:1], v[:1])
+
+
+def test_head_dim_mismatch_is_refused(entry):
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="k has head dim 4 but q has head dim 8"):
+        entry(q, k[..., :4], v[..., :4])
+
+
+def test_k_v_shape_mismatch_is_refused(entry):
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match=r"v must have the same shape as k, got v \(2, 6, 2, 8\)"):
+        entry(q, k, v[:, :6])
+
+
+@pytest.mark.parametrize("value, error, text", [
+    (-1, ValueError, "num_splits must be >= 0.*got -1"),
+    (2.0, TypeError, "num_splits must be an int, got 2.0"),
+    (True, TypeError, "num_splits must be an int, got True"),
+])
+def test_bad_num_splits_is_refused(entry, value, error, text):
+    with pytest.raises(error, match=text):
+        entry(*_qkv(), num_splits=value)
+
+
+@pytest.mark.parametrize("value, error, text", [
+    (1.0, ValueError, r"dropout_p must be in \[0, 1\), got 1.0"),
+    (-0.1, ValueError, r"dropout_p must be in \[0, 1\), got -0.1"),
+    ("0.1", TypeError, "dropout_p must be a real number, got '0.1'"),
+])
+def test_bad_dropout_p_is_refused(entry, value, error, text):
+    with pytest.raises(error, match=text):
+        entry(*_qkv(), dropout_p=value)
+
+
+@pytest.mark.parametrize("value, error, text", [
+    (-1.0, ValueError, "softcap must be finite and >= 0.*got -1.0"),
+    (float("nan"), ValueError, "softcap must be finite and >= 0.*got nan"),
+    (None, TypeError, "softcap must be a real number, got None"),
+])
+def test_bad_softcap_is_refused(entry, value, error, text):
+    with pytest.raises(error, match=text):
+        entry(*_qkv(), softcap=value)
+
+
+@pytest.mark.parametrize("value, error, text", [
+    ((-2, -1), ValueError, r"window_size values must be >= -1.*got \(-2, -1\)"),
+    ((3, -5), ValueError, r"window_size values must be >= -1.*got \(3, -5\)"),
+    ((3,), TypeError, r"window_size must be a pair of ints.*got \(3,\)"),
+    ((1.5, 2), TypeError, r"window_size must be a pair of ints.*got \(1.5, 2\)"),
+])
+def test_bad_window_size_is_refused(entry, value, error, text):
+    with pytest.raises(error, match=text):
+        entry(*_qkv(), window_size=value)
+
+
+@pytest.mark.parametrize("make, error, text", [
+    (lambda: torch.rand(3), ValueError, r"alibi_slopes must have shape \(h,\) = \(4,\) or \(b, h\) = \(2, 4\), got \(3,\)"),
+    (lambda: torch.rand(4, 2), ValueError, r"alibi_slopes must have shape .*got \(4, 2\)"),
+    (lambda: torch.rand(4, dtype=torch.float64), TypeError, "alibi_slopes.dtype must be float32, got torch.float64"),
+    (lambda: torch.rand(4, device="meta"), ValueError, "alibi_slopes is on meta but q is on cpu"),
+    (lambda: [0.5] * 4, TypeError, "alibi_slopes must be None or a torch.Tensor, got list"),
+])
+def test_bad_alibi_slopes_are_refused(entry, make, error, text):
+    with pytest.raises(error, match=text):
+        entry(*_qkv(), alibi_slopes=make())
+
+
+@pytest.mark.parametrize("value, error, text", [
+    (float("inf"), ValueError, "softmax_scale must be finite, got inf"),
+    ("1", TypeError, "softmax_scale must be None or a real number, got '1'"),
+])
+def test_bad_softmax_scale_is_refused(entry, value, error, text):
+    with pytest.raises(error, match=text):
+        entry(*_qkv(), softmax_scale=value)
+
+
+@pytest.mark.parametrize("name", ["causal", "deterministic", "return_attn_probs", "strict"])
+def test_non_bool_flags_are_refused(entry, name):
+    with pytest.raises(TypeError, match=f"{name} must be a bool, got 1"):
+        entry(*_qkv(), **{name: 1})
+
+
+def test_reference_attention_validates_too():
+    q, k, v = _qkv(h=3, hk=2)
+    with pytest.raises(ValueError, match="multiple of the number of key/value heads"):
+        reference_attention(q, k, v)
+
+
+def test_non_contiguous_last_dim_is_not_an_error():
+    # The native kernels need stride(-1) == 1; the reference fallback does not, so this is valid
+    # input: it must run and give the same answer as the contiguous copy.
+    q, k, v = (t.transpose(-1, -2).contiguous().transpose(-1, -2) for t in _qkv())
+    assert q.stride(-1) != 1
+    out = flash_attn_func(q, k, v, causal=True)
+    expected = flash_attn_func(q.contiguous(), k.contiguous(), v.contiguous(), causal=True)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-6)

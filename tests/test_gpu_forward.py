@@ -1,0 +1,67 @@
+"""Native forward (plain and split-KV) against the fp32 reference, over the full matrix:
+dtype x head dim x causal x MHA/GQA/MQA x (sq, sk) x num_splits.
+
+Cost control: one parametrized case builds its inputs and both references once and then runs
+every num_splits on them; the long-key shapes (sk = 65535) use batch 1 and few heads, so the
+fp32 reference (the full (b, h, sq, sk) score matrix on the GPU, ~0.3 GB at sq = 128) fits and
+is quick. Rows that see no key (causal, sq > sk) must be exactly 0 with lse = -inf.
+"""
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+# full_fp32_matmuls is an autouse fixture: importing it makes it apply in this module too.
+from test_gpu_common import (  # noqa: E402
+    DTYPE_IDS, DTYPES, assert_matches_reference, assert_native, full_fp32_matmuls,  # noqa: F401
+    fs_forward, generator_for, key_blocks, rand_qkv, references, requires_native)
+
+SHAPES = [(1, 1), (1, 65535), (113, 203), (128, 65535), (1023, 1024), (2048, 128)]
+HEADS = {"mha": (4, 4), "gqa": (8, 2), "mqa": (4, 1)}  # (h, hk): group 1, 4 and h
+SPLITS = [0, 1, 2, 3, 7, 16, 128]
+
+
+def batch_for(sq, sk):
+    # Long shapes use batch 1 (the reference's score matrix grows with b * h * sq * sk);
+    # short ones use 2 so the batch stride is exercised.
+    return 1 if sk >= 16384 or sq >= 2048 else 2
+
+
+def check_split_count(decision, requested, sk, causal, what):
+    """The G explain reports is what must run: 1 for G = 1, the request clamped to the number
+    of key blocks for G >= 2, and anything in [1, key blocks] for the heuristic."""
+    n_blocks = key_blocks(sk, decision["block_n"])
+    g = decision["num_splits"]
+    assert 1 <= g <= max(1, n_blocks), f"{what}: G={g} outside [1, {n_blocks} key blocks]"
+    if requested == 1:
+        assert g == 1, f"{what}: num_splits=1 must run G=1, explain says {g}"
+    elif requested >= 2 and not causal:
+        assert g == min(requested, n_blocks), \
+            f"{what}: num_splits={requested} with {n_blocks} key blocks must run G={min(requested, n_blocks)}, explain says {g}"
+    elif requested >= 2:
+        assert g <= min(requested, n_blocks), f"{what}: G={g} exceeds the request {requested}"
+
+
+@requires_native
+@pytest.mark.parametrize("sq,sk", SHAPES, ids=[f"sq{a}-sk{b}" for a, b in SHAPES])
+@pytest.mark.parametrize("heads", list(HEADS))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_forward_matches_fp32_reference_for_every_split_count(request, dtype, d, causal, heads,
+                                                              sq, sk):
+    h, hk = HEADS[heads]
+    b = batch_for(sq, sk)
+    q, k, v = rand_qkv(generator_for(request), b, sq, sk, h, hk, d, dtype)
+    refs = references(q, k, v, causal=causal)
+    for num_splits in SPLITS:
+        what = f"b={b} sq={sq} sk={sk} h={h} hk={hk} d={d} causal={causal} num_splits={num_splits}"
+        decision = assert_native(q, k, v, causal, num_splits)
+        check_split_count(decision, num_splits, sk, causal, what)
+        what += f" (G={decision['num_splits']})"
+        out, lse = fs_forward(q, k, v, causal, num_splits)
+        assert_matches_reference(out, lse, q, k, refs, causal, what)
