@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import itertools
 import math
 import os
@@ -62,12 +63,19 @@ SLOWER_THAN_G1 = 1.02  # "more than 2 % slower than no split"
 # only, mirrored by hand; the report prints how often it agrees with the G that
 # flashsplit.explain recorded, so a drifting mirror is noticed. Port changes back by hand.
 
-@dataclass
+@dataclass(frozen=True)
 class ModelConstants:
-    fill_fraction: float = 0.8          # grid >= this fraction of one wave -> no split
-    efficiency_fraction: float = 0.85   # smallest G within this fraction of the best efficiency
+    """SplitHeuristicConstants; costs in key-block iterations of one producer block."""
+    slots_per_sm_wide: float = 1.0      # blocks per SM that run at full speed, wide tiles
+    slots_per_sm_narrow: float = 2.0    # ... narrow (decode) tiles
+    block_overhead: float = 16.0        # fixed cost of one producer block
+    split_latency: float = 0.5          # cost of each split whatever the grid (the combine)
     max_splits: int = 128
-    min_key_blocks_per_split: int = 2   # each split walks at least this many key blocks
+    min_key_blocks_per_split: int = 1   # each split walks at least this many key blocks
+
+
+CONSTANT_FIELDS = ("slots_per_sm_wide", "slots_per_sm_narrow", "block_overhead",
+                   "split_latency", "max_splits", "min_key_blocks_per_split")
 
 
 # Tile table and narrow-tile threshold as last mirrored by hand; load_cpp_tables() refreshes
@@ -101,13 +109,16 @@ def load_cpp_tables(repo=os.path.dirname(os.path.dirname(os.path.abspath(__file_
         max_rows = int(re.search(r"kNarrowMaxRows\s*=\s*(\d+)", text).group(1))
         with open(os.path.join(repo, "csrc", "core", "split_heuristic.h")) as fh:
             heur = fh.read()
-        defaults = {}
-        for field in ("fill_fraction", "efficiency_fraction", "max_splits",
-                      "min_key_blocks_per_split"):
-            match = re.search(field + r"\s*=\s*([0-9.]+)", heur)
-            if match:
-                kind = type(getattr(ModelConstants(), field))
-                defaults[field] = kind(float(match.group(1)))
+        body = heur[heur.index("struct SplitHeuristicConstants"):]
+        body = body[:body.index("\n};")]
+        # Every member must be found: a renamed or new constant means the mirror is stale.
+        members = dict(re.findall(r"^\s*(?:double|int)\s+(\w+)\s*=\s*([-+0-9.eE]+)\s*;", body,
+                                  re.MULTILINE))
+        if set(members) != set(CONSTANT_FIELDS):
+            raise ValueError(f"SplitHeuristicConstants members {sorted(members)} are not the "
+                             f"model's {list(CONSTANT_FIELDS)}")
+        defaults = {field: type(getattr(ModelConstants(), field))(float(members[field]))
+                    for field in CONSTANT_FIELDS}
     except (OSError, ValueError, AttributeError, IndexError) as exc:
         TABLE_SOURCE = f"built-in copy (could not read the C++ headers: {exc})"
         return
@@ -140,29 +151,35 @@ load_cpp_tables()
 
 
 def model_num_splits(b, h, hk, sq, sk, d, sms, constants=None, tiles=None):
+    """Mirror of choose_num_splits. tiles = (block_m, block_n, blocks_per_sm); the cost model
+    does not use blocks_per_sm (its slots per SM are constants)."""
     constants = constants or DEFAULT_CONSTANTS
-    block_m, block_n, per_sm = tiles or model_tiles_for(sq, h, hk, d)
+    block_m, block_n, _ = tiles or model_tiles_for(sq, h, hk, d)
     if block_m <= 0 or block_n <= 0 or sms <= 0:
         return 1
-    slots = sms * max(per_sm, 1)
+    narrow = block_m <= NARROW_MAX_ROWS
+    slots = sms * (constants.slots_per_sm_narrow if narrow else constants.slots_per_sm_wide)
     grid = grid_blocks(b, h, hk, sq, block_m)
-    if grid <= 0 or grid >= constants.fill_fraction * slots:
+    n_blocks = -(-sk // block_n)
+    if grid <= 0 or n_blocks <= 1 or slots <= 0:
         return 1
-    n_blocks = math.ceil(sk / block_n)
-    cap = min(constants.max_splits, slots,
-              n_blocks // max(constants.min_key_blocks_per_split, 1))
-    if cap <= 1:
-        return 1
+    cap = min(constants.max_splits, n_blocks // max(constants.min_key_blocks_per_split, 1))
+    return _cheapest_split(grid, n_blocks, float(slots), float(constants.block_overhead),
+                           float(constants.split_latency), max(cap, 1))
 
-    def efficiency(g):
-        work = grid * g
-        return work / (math.ceil(work / slots) * slots)
 
-    best = max(efficiency(g) for g in range(1, cap + 1))
+@functools.lru_cache(maxsize=1 << 20)
+def _cheapest_split(grid, n_blocks, slots, block_overhead, split_latency, cap):
+    """argmin over G in [1, cap] of waves(G) * (ceil(n_blocks / G) + block_overhead)
+    + split_latency * G, waves(G) = ceil(grid * G / slots); the smallest G on ties. Same float
+    operations as the C++ so ties break the same way. Cached: --search revisits the same grids."""
+    best_g, best_cost = 1, 0.0
     for g in range(1, cap + 1):
-        if efficiency(g) >= constants.efficiency_fraction * best:
-            return g
-    return 1
+        waves = math.ceil(grid * g / slots)
+        cost = waves * (-(-n_blocks // g) + block_overhead) + split_latency * g
+        if g == 1 or cost < best_cost:
+            best_g, best_cost = g, cost
+    return best_g
 
 
 # ============================================================================ measuring
@@ -189,9 +206,12 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--blocks-per-sm", type=int, default=None,
                    help="resident blocks per SM for the 'fills the GPU' test (default: model)")
-    p.add_argument("--fill-fraction", type=float, default=DEFAULT_CONSTANTS.fill_fraction)
-    p.add_argument("--efficiency-fraction", type=float,
-                   default=DEFAULT_CONSTANTS.efficiency_fraction)
+    # The model's constants (defaults read from csrc/core/split_heuristic.h).
+    p.add_argument("--slots-per-sm-wide", type=float, default=DEFAULT_CONSTANTS.slots_per_sm_wide)
+    p.add_argument("--slots-per-sm-narrow", type=float,
+                   default=DEFAULT_CONSTANTS.slots_per_sm_narrow)
+    p.add_argument("--block-overhead", type=float, default=DEFAULT_CONSTANTS.block_overhead)
+    p.add_argument("--split-latency", type=float, default=DEFAULT_CONSTANTS.split_latency)
     p.add_argument("--max-splits", type=int, default=DEFAULT_CONSTANTS.max_splits)
     p.add_argument("--min-key-blocks-per-split", type=int,
                    default=DEFAULT_CONSTANTS.min_key_blocks_per_split)
@@ -356,50 +376,72 @@ def report_text(name, result, top=8):
     return lines
 
 
-def model_chooser(constants, blocks_per_sm=None):
+def model_chooser(constants):
     def choose(info):
         b, h, hk, sq, sk, d = (int(info[k]) for k in ("b", "h", "hk", "sq", "sk", "d"))
         block_m, block_n, per_sm = model_tiles_for(sq, h, hk, d)
         # The measured tiles (explain's block_m / block_n) win over the model's table.
-        tiles = (int(info["block_m"]) or block_m, int(info["block_n"]) or block_n,
-                 blocks_per_sm or per_sm)
+        tiles = (int(info["block_m"]) or block_m, int(info["block_n"]) or block_n, per_sm)
         return model_num_splits(b, h, hk, sq, sk, d, int(info["sms"]), constants, tiles)
     return choose
 
 
+def constants_text(c):
+    return " ".join(f"{field}={getattr(c, field)}" for field in CONSTANT_FIELDS)
+
+
+# --search grid; max_splits stays at --max-splits (the measured G stop at 128).
+SEARCH_GRID = OrderedDict(
+    slots_per_sm_wide=(0.5, 1.0, 1.5, 2.0),
+    slots_per_sm_narrow=(1.0, 2.0, 3.0, 4.0, 6.0),
+    block_overhead=(0.0, 4.0, 8.0, 12.0, 16.0, 24.0, 32.0),
+    split_latency=(0.0, 0.25, 0.5, 1.0, 2.0),
+    min_key_blocks_per_split=(1, 2, 4),
+)
+
+
 def evaluate(args, raw_path):
     shapes = load_raw(raw_path)
-    constants = ModelConstants(args.fill_fraction, args.efficiency_fraction, args.max_splits,
-                               args.min_key_blocks_per_split)
+    constants = ModelConstants(**{field: getattr(args, field) for field in CONSTANT_FIELDS})
     recorded = score(shapes, lambda info: int(info["heuristic_g"]), args.blocks_per_sm)
-    model = score(shapes, model_chooser(constants, args.blocks_per_sm), args.blocks_per_sm)
+    model = score(shapes, model_chooser(constants), args.blocks_per_sm)
     g1 = score(shapes, lambda info: 1, args.blocks_per_sm)
-    choose = model_chooser(DEFAULT_CONSTANTS, args.blocks_per_sm)
-    agree = sum(1 for e in shapes.values()
-                if choose(e["info"]) == int(e["info"]["heuristic_g"]))
+    choose = model_chooser(DEFAULT_CONSTANTS)
+    disagree = [(key, choose(e["info"]), int(e["info"]["heuristic_g"]))
+                for key, e in shapes.items() if choose(e["info"]) != int(e["info"]["heuristic_g"])]
+    agree = len(shapes) - len(disagree)
     lines = [f"tune_num_splits report from {raw_path}: {len(shapes)} shapes"]
     lines += report_text("flashsplit heuristic (G recorded by explain)", recorded)
-    lines += report_text(f"Python MODEL with {constants}", model)
+    lines += report_text(f"Python MODEL with {constants_text(constants)}", model)
     lines += report_text("always G=1 (no split)", g1)
     lines.append(f"model tiles from {TABLE_SOURCE}: {TILES}, narrow up to {NARROW_MAX_ROWS} rows")
     lines.append(f"model with default constants agrees with the recorded C++ G on "
-                 f"{agree}/{len(shapes)} shapes" +
-                 ("" if agree == len(shapes) else " -> update the model before tuning with it"))
+                 f"{agree}/{len(shapes)} shapes")
+    if disagree:
+        # Expected for a CSV measured before the C++ heuristic last changed (it records the G
+        # of the heuristic of its day); on a fresh CSV it means the mirror drifted.
+        lines.append("  disagreements are expected if this CSV predates the current C++ "
+                     "heuristic; on a fresh CSV, update the model before tuning with it. First:")
+        for key, model_g, cpp_g in disagree[:5]:
+            lines.append(f"    {shape_text(key)}: model G={model_g}, recorded G={cpp_g}")
     if args.search:
-        lines.append("== constant search (model; lower geomean regret is better)")
-        found = []
-        for fill, eff, min_blocks in itertools.product((0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2),
-                                                       (0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0),
-                                                       (1, 2, 3, 4, 6, 8)):
-            c = ModelConstants(fill, eff, args.max_splits, min_blocks)
-            r = score(shapes, model_chooser(c, args.blocks_per_sm), args.blocks_per_sm)
-            if r["n"]:
-                found.append((r["geomean"], r["worst"][0][0], len(r["filled_slow"]), c))
-        for gm, worst, slow, c in sorted(found, key=lambda x: (x[0], x[1]))[:10]:
-            lines.append(f"  geomean {gm:.4f} worst {worst:.3f} filled-slow {slow}  "
-                         f"fill_fraction={c.fill_fraction} "
-                         f"efficiency_fraction={c.efficiency_fraction} "
-                         f"min_key_blocks_per_split={c.min_key_blocks_per_split}")
+        lines += search_text(shapes, args)
+    return lines
+
+
+def search_text(shapes, args, top=10):
+    lines = ["== constant search (model; lower geomean regret is better): " +
+             ", ".join(f"{k} in {v}" for k, v in SEARCH_GRID.items()) +
+             f", max_splits={args.max_splits}"]
+    found = []
+    for values in itertools.product(*SEARCH_GRID.values()):
+        c = ModelConstants(max_splits=args.max_splits, **dict(zip(SEARCH_GRID, values)))
+        r = score(shapes, model_chooser(c), args.blocks_per_sm)
+        if r["n"]:
+            found.append((r["geomean"], r["worst"][0][0], len(r["filled_slow"]), c))
+    for gm, worst, slow, c in sorted(found, key=lambda x: (x[0], x[1]))[:top]:
+        lines.append(f"  geomean {gm:.4f} worst {worst:.3f} filled-slow {slow}  "
+                     f"{constants_text(c)}")
     return lines
 
 

@@ -1,6 +1,7 @@
 #include "split_heuristic.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -13,46 +14,35 @@ int64_t num_key_blocks(const AttnProblem& problem, const TileConfig& tiles) {
   return (problem.sk + tiles.block_n - 1) / tiles.block_n;
 }
 
-// Fraction of the last wave that is busy: waves / ceil(waves) with waves = work / slots.
-double wave_efficiency(int64_t work_blocks, int64_t slots) {
-  int64_t full_waves = (work_blocks + slots - 1) / slots;
-  return static_cast<double>(work_blocks) / static_cast<double>(full_waves * slots);
-}
-
 }  // namespace
 
-// FlashAttention-2's occupancy model (REFERENCES.md) with one change: FA2 skips a G whose
-// ceil(key_blocks / G) equals that of G - 1; we instead cap G so that every split walks at
-// least min_key_blocks_per_split blocks. Why: the efficiency of a G does not depend on sk, so
-// when the candidates are the prefix [1, cap] and cap grows with sk, the chosen G can only grow
-// with sk (a larger prefix can only raise the best efficiency, which only raises the smallest
-// G that comes within efficiency_fraction of it). FA2's skip makes the candidate set jump with
-// sk, and its answer then drops as sk grows (16 -> 15 from 64 to 128 key blocks on a 16-block
-// grid with 264 slots), which would make timings of neighbouring lengths jump for no reason.
+// A cost model rather than FlashAttention-2's wave-efficiency rule: measured on the H100, the
+// v0 rule over-split decode grids (G = 85..109 where 16..32 was best, regret up to 2.3x) and
+// never split grids just past one wave, whose last wave runs nearly empty.
 int choose_num_splits(const AttnProblem& problem, const DeviceInfo& device,
                       const TileConfig& tiles, const SplitHeuristicConstants& constants) {
   if (tiles.block_m <= 0 || tiles.block_n <= 0 || device.sm_count <= 0) return 1;
-  const int64_t slots = static_cast<int64_t>(device.sm_count) * std::max(tiles.blocks_per_sm, 1);
+  const bool narrow = tiles.block_m <= kNarrowMaxRows;
+  const double slots = device.sm_count *
+                       (narrow ? constants.slots_per_sm_narrow : constants.slots_per_sm_wide);
   // One block per (batch, k/v head, tile of packed rows): see packed_rows in tile_config.h.
   const int64_t rows = packed_rows(problem.sq, problem.h, problem.hk);
   const int64_t grid_blocks = problem.b * problem.hk * ((rows + tiles.block_m - 1) / tiles.block_m);
-  if (grid_blocks <= 0) return 1;
-  if (static_cast<double>(grid_blocks) >= constants.fill_fraction * static_cast<double>(slots)) {
-    return 1;
-  }
-  const int64_t min_blocks = std::max(constants.min_key_blocks_per_split, 1);
-  const int64_t cap = std::min<int64_t>({constants.max_splits, slots,
-                                         num_key_blocks(problem, tiles) / min_blocks});
-  if (cap <= 1) return 1;
+  const int64_t key_blocks = num_key_blocks(problem, tiles);
+  if (grid_blocks <= 0 || key_blocks <= 1 || slots <= 0) return 1;
+  const int64_t cap = std::min<int64_t>(
+      constants.max_splits, key_blocks / std::max(constants.min_key_blocks_per_split, 1));
 
-  double best = 0.0;
-  for (int64_t g = 1; g <= cap; ++g) best = std::max(best, wave_efficiency(grid_blocks * g, slots));
-  for (int64_t g = 1; g <= cap; ++g) {
-    if (wave_efficiency(grid_blocks * g, slots) >= constants.efficiency_fraction * best) {
-      return static_cast<int>(g);
-    }
+  int best_g = 1;
+  double best_cost = 0.0;
+  for (int64_t g = 1; g <= std::max<int64_t>(cap, 1); ++g) {
+    const double waves = std::ceil(static_cast<double>(grid_blocks * g) / slots);
+    const double per_split = static_cast<double>((key_blocks + g - 1) / g);
+    const double cost = waves * (per_split + constants.block_overhead) +
+                        constants.split_latency * static_cast<double>(g);
+    if (g == 1 || cost < best_cost) best_g = static_cast<int>(g), best_cost = cost;
   }
-  return 1;  // unreachable: the best G itself passes
+  return best_g;
 }
 
 int resolve_num_splits(int requested, const AttnProblem& problem, const DeviceInfo& device,

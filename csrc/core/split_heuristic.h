@@ -6,20 +6,28 @@
 
 namespace flashsplit {
 
-// Every tunable constant of the heuristic lives here. v0 values: the first three are
-// FlashAttention-2's published ones (see REFERENCES.md); min_key_blocks_per_split is ours.
-// All are to be re-tuned from H100 measurements.
+// Every tunable constant of the heuristic lives here. v1: fitted to 1,211 shapes measured on an
+// H100 (benchmarks/data/tune_h100_v1.csv, made by benchmarks/tune_num_splits.py; the fit and
+// its held-out regret are in benchmarks/NOTES.md). Costs are in units of one key-block
+// iteration of one producer block.
 struct SplitHeuristicConstants {
-  double fill_fraction = 0.8;        // grid >= this fraction of a wave -> no split
-  double efficiency_fraction = 0.85; // smallest G within this fraction of the best efficiency
+  // Blocks per SM that actually run concurrently at full speed. Below the residency limit:
+  // wide tiles saturate the tensor cores with one block per SM, and narrow (decode) tiles
+  // saturate memory bandwidth with two, so more blocks than that only queue.
+  double slots_per_sm_wide = 1.0;
+  double slots_per_sm_narrow = 2.0;
+  // Fixed cost of a producer block (prologue, first loads, epilogue and its partial write).
+  double block_overhead = 16.0;
+  // Cost each extra split adds whatever the grid: the combine walks the splits of a row in turn.
+  double split_latency = 0.5;
   int max_splits = 128;
-  // Each split writes an fp32 partial tile (block_m x d x 4 bytes) that the combine reads back:
-  // the bytes of one to two K/V block reads, so a split walks at least this many key blocks.
-  int min_key_blocks_per_split = 2;
+  int min_key_blocks_per_split = 1;
 };
 
-// Returns G >= 1. G == 1 when the grid already fills the GPU; never more than the number of key
-// blocks, max_splits, or sm_count * blocks_per_sm.
+// Returns the G >= 1 that minimises the modelled time
+//   waves(G) * (ceil(key_blocks / G) + block_overhead) + split_latency * G,
+// waves(G) = ceil(grid_blocks * G / slots); the smallest such G on ties. Never more than the
+// number of key blocks (over min_key_blocks_per_split) or max_splits.
 int choose_num_splits(const AttnProblem& problem, const DeviceInfo& device,
                       const TileConfig& tiles,
                       const SplitHeuristicConstants& constants = SplitHeuristicConstants{});
