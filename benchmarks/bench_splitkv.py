@@ -95,6 +95,13 @@ def scratch_bytes(g, b, h, sq, d):
     return g * b * h * sq * (d + 1) * 4
 
 
+def record_timing(row, torch, runner, sets, args, flops):
+    """Times runner over the rotating input sets and stores median/p10/p90 and TFLOPS in row."""
+    timing = T.time_cuda(torch, runner, sets, args.warmup, args.reps)
+    row.update(ms=timing["median_ms"], p10_ms=timing["p10_ms"], p90_ms=timing["p90_ms"],
+               tflops=T.tflops(flops, timing["median_ms"]))
+
+
 def run_shape(torch, flashsplit, args, shape, rows):
     b, h, hk, sq, sk, d = shape
     dtype = T.parse_dtype(torch, args.dtype)
@@ -145,9 +152,7 @@ def run_shape(torch, flashsplit, args, shape, rows):
                     row["max_abs_diff_vs_g1"] = (float("inf") if torch.isnan(diff).any()
                                                  else float(diff.max()))
                 del out
-                timing = T.time_cuda(torch, runner, sets, args.warmup, args.reps)
-                row.update(ms=timing["median_ms"], p10_ms=timing["p10_ms"],
-                           p90_ms=timing["p90_ms"], tflops=T.tflops(flops, timing["median_ms"]))
+                record_timing(row, torch, runner, sets, args, flops)
             except Exception as exc:  # noqa: BLE001
                 row.update(status="error", note=T.short_reason(str(exc)))
         rows.append(row)
@@ -162,9 +167,7 @@ def run_shape(torch, flashsplit, args, shape, rows):
                    status="ok" if runner else "n/a", note=reason)
         if runner is not None:
             try:
-                timing = T.time_cuda(torch, runner, sets, args.warmup, args.reps)
-                row.update(ms=timing["median_ms"], p10_ms=timing["p10_ms"],
-                           p90_ms=timing["p90_ms"], tflops=T.tflops(flops, timing["median_ms"]))
+                record_timing(row, torch, runner, sets, args, flops)
             except Exception as exc:  # noqa: BLE001
                 row.update(status="error", note=T.short_reason(str(exc)))
         rows.append(row)
