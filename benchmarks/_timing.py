@@ -83,6 +83,17 @@ def import_flashsplit(program: str, need_native: bool = True):
     return flashsplit
 
 
+def start_benchmark(program: str, out_dir: str):
+    """What each benchmark does first: exit clearly without a GPU or a native build, make the
+    output folder, and announce the environment. Returns (torch, flashsplit, environment)."""
+    torch = require_cuda(program)
+    flashsplit = import_flashsplit(program)
+    os.makedirs(out_dir, exist_ok=True)
+    env = environment_summary(torch, flashsplit)
+    progress(f"{program} on " + ", ".join(f"{k}={v}" for k, v in env.items()))
+    return torch, flashsplit, env
+
+
 def environment_summary(torch, flashsplit=None) -> Dict[str, object]:
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     env = OrderedDict(

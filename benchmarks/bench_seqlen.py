@@ -270,11 +270,7 @@ def plot(path, all_results, method_names):
 
 def main(argv=None):
     args = parse_args(argv)
-    torch = T.require_cuda("bench_seqlen")
-    flashsplit = T.import_flashsplit("bench_seqlen")
-    os.makedirs(args.out, exist_ok=True)
-    env = T.environment_summary(torch, flashsplit)
-    T.progress("bench_seqlen on " + ", ".join(f"{k}={v}" for k, v in env.items()))
+    torch, flashsplit, env = T.start_benchmark("bench_seqlen", args.out)
 
     plan = list(points(args))
     rows, all_results = [], []

@@ -268,11 +268,7 @@ def plot(path, per_shape):
 
 def main(argv=None):
     args = parse_args(argv)
-    torch = T.require_cuda("bench_splitkv")
-    flashsplit = T.import_flashsplit("bench_splitkv")
-    os.makedirs(args.out, exist_ok=True)
-    env = T.environment_summary(torch, flashsplit)
-    T.progress("bench_splitkv on " + ", ".join(f"{k}={v}" for k, v in env.items()))
+    torch, flashsplit, env = T.start_benchmark("bench_splitkv", args.out)
 
     rows, per_shape, summaries = [], [], []
     began = time.perf_counter()
