@@ -18,9 +18,18 @@ struct TileConfig {
 constexpr long long packed_rows(long long sq, long long h, long long hk) { return sq * (h / hk); }
 
 // At most this many packed rows (decode: sq = 1 and a small group) run the narrow tile: one warp,
-// 16 rows, so the tensor cores do not compute 127 padding rows for every useful one.
+// 16 rows, so the tensor cores do not compute 127 padding rows for every useful one. The planner,
+// the launcher and the heuristic all ask use_narrow_tiles, so they always agree.
 constexpr long long kNarrowMaxRows = 16;
-constexpr bool use_narrow_tiles(long long rows) { return rows <= kNarrowMaxRows; }
+constexpr bool use_narrow_tiles(long long sq, long long h, long long hk) {
+  return packed_rows(sq, h, hk) <= kNarrowMaxRows;
+}
+
+// Tiles of packed rows per (batch, k/v head): the forward grid has b * hk * row_tiles(...) blocks
+// per split.
+constexpr long long row_tiles(long long sq, long long h, long long hk, long long block_m) {
+  return (packed_rows(sq, h, hk) + block_m - 1) / block_m;
+}
 
 // Returns {0,0,0,0} for a head dim that has no kernel. blocks_per_sm follows from registers
 // (wide: ~250 regs x 128 threads for d=64, ~215 x 256 for d=128) or shared memory (narrow:

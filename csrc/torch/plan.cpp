@@ -115,7 +115,7 @@ Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   if (!plan.gate.ok) return plan;
   plan.tiles = portable_tile_config(
       static_cast<int>(problem.d),
-      use_narrow_tiles(packed_rows(problem.sq, problem.h, problem.hk)));
+      use_narrow_tiles(problem.sq, problem.h, problem.hk));
   // Any request beyond the key-block count is clamped anyway; cap before narrowing to int.
   int requested = static_cast<int>(std::min<int64_t>(num_splits, 1 << 20));
   plan.num_splits = resolve_num_splits(requested, problem, device, plan.tiles);

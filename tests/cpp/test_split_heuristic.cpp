@@ -31,7 +31,7 @@ AttnProblem shape(int64_t b, int64_t h, int64_t sq, int64_t sk, int64_t d) {
 // exercises the same tile the kernel would use.
 TileConfig tiles_for(const AttnProblem& p) {
   return portable_tile_config(static_cast<int>(p.d),
-                              use_narrow_tiles(packed_rows(p.sq, p.h, p.hk)));
+                              use_narrow_tiles(p.sq, p.h, p.hk));
 }
 
 // Blocks of the forward grid: one per (batch, k/v head, tile of packed rows).

@@ -161,10 +161,15 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
 #pragma unroll
   for (int i = 0; i < 2 * MT; ++i) row_max[i] = -INFINITY, row_sum[i] = 0.f;
 
+  // Starts the copies of key block n's K and V into ring stage `stage`.
+  auto load_kv = [&](int stage, int n) {
+    load_tile<BN, D, kThreads>(sK0 + stage * BN * D, k, p.k_row_stride, n * BN, p.sk);
+    load_tile<BN, D, kThreads>(sV0 + stage * BN * D, v, p.v_row_stride, n * BN, p.sk);
+  };
+
   if (range.begin < range.end) {
     load_packed_q<BM, D, kThreads>(sQ, q, p, m0, group, kv_head);
-    load_tile<BN, D, kThreads>(sK0, k, p.k_row_stride, (range.end - 1) * BN, p.sk);
-    load_tile<BN, D, kThreads>(sV0, v, p.v_row_stride, (range.end - 1) * BN, p.sk);
+    load_kv(0, range.end - 1);
     cp_async_commit();
 
     uint32_t q_frag[MT][D / 16][4];
@@ -173,8 +178,7 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
       // Prefetch the next pair into the other stage; every warp left it at the end of the last
       // iteration's barrier.
       if (n > range.begin) {
-        load_tile<BN, D, kThreads>(sK0 + (stage ^ 1) * BN * D, k, p.k_row_stride, (n - 1) * BN, p.sk);
-        load_tile<BN, D, kThreads>(sV0 + (stage ^ 1) * BN * D, v, p.v_row_stride, (n - 1) * BN, p.sk);
+        load_kv(stage ^ 1, n - 1);
         cp_async_commit();
         cp_async_wait<1>();
       } else {
@@ -296,9 +300,9 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
 #pragma unroll
   for (int i = 0; i < 2 * MT; ++i) {
     const int t = i / 2, c = (i % 2) * 2;
-    const float sum = quad_sum(row_sum[i]);
-    if (m0 + warp_row0 + t * 16 + (i % 2) * 8 + quad_row >= p.sq * group) continue;
+    const float sum = quad_sum(row_sum[i]);  // every lane shuffles before padding rows leave
     const int query = my_rows[i].query, head = my_rows[i].head;
+    if (query >= p.sq) continue;  // a padding row past the last packed row
     // A row that saw no key: output 0 and lse -inf. A NaN sum stays NaN in both.
     const float inv = sum == 0.f ? 0.f : 1.f / sum;
     const float lse = sum == 0.f ? -INFINITY

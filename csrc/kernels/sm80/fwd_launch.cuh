@@ -14,8 +14,8 @@ void launch_variant(const AttnFwdParams& params, gpuStream_t stream) {
   // Above 48 KB a block must opt in to its dynamic shared memory.
   FS_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
                                    Tiles::kSmemBytes));
-  const long long rows = packed_rows(params.sq, params.h, params.hk);
-  dim3 grid(ceil_div(rows, Tiles::kBlockM), params.num_splits, params.b * params.hk);
+  dim3 grid(static_cast<unsigned>(row_tiles(params.sq, params.h, params.hk, Tiles::kBlockM)),
+            params.num_splits, params.b * params.hk);
   kernel<<<grid, Tiles::kThreads, Tiles::kSmemBytes, stream>>>(params);
   FS_LAUNCH_CHECK("attn_fwd_kernel launch");
 }
@@ -35,7 +35,7 @@ void launch_shape(const AttnFwdParams& params, gpuStream_t stream) {
 // The tile shape follows the same rule the heuristic modelled (core/tile_config.h).
 template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
-  if (use_narrow_tiles(packed_rows(params.sq, params.h, params.hk))) {
+  if (use_narrow_tiles(params.sq, params.h, params.hk)) {
     launch_shape<Elem, D, true>(params, stream);
   } else {
     launch_shape<Elem, D, false>(params, stream);
