@@ -65,3 +65,20 @@ def test_forward_matches_fp32_reference_for_every_split_count(request, dtype, d,
         what += f" (G={decision['num_splits']})"
         out, lse = fs_forward(q, k, v, causal, num_splits)
         assert_matches_reference(out, lse, q, k, refs, causal, what)
+
+
+@requires_native
+@pytest.mark.parametrize("scale", [-0.3, 0.0, 1.7], ids=["negative", "zero", "large"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
+def test_forward_honours_any_finite_softmax_scale(request, d, causal, scale):
+    """The kernel applies the scale as a positive factor inside exp2: a negative scale flips Q's
+    sign and a zero one must still give the uniform average over the visible keys (and masked
+    keys must stay masked rather than become -inf * 0 = NaN)."""
+    q, k, v = rand_qkv(generator_for(request), 2, 113, 203, 8, 2, d, torch.bfloat16)
+    refs = references(q, k, v, causal=causal, softmax_scale=scale)
+    for num_splits in (1, 5):
+        what = f"d={d} causal={causal} softmax_scale={scale} num_splits={num_splits}"
+        assert_native(q, k, v, causal, num_splits)
+        out, lse = fs_forward(q, k, v, causal, num_splits, softmax_scale=scale)
+        assert_matches_reference(out, lse, q, k, refs, causal, what)

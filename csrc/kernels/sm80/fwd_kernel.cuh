@@ -8,13 +8,14 @@
 // blocks from last to first (so causal / length masking is only needed on the first iterations),
 // with a two-stage cp.async ring: K[n-1] and V[n-1] stream in while S = Q K[n]^T, softmax and
 // O += P V[n] run, so a whole (K, V) pair is in flight per block (split-KV shapes with few
-// blocks per SM are bound by how many bytes are in flight). Online softmax works in exp2 with
-// the scale folded in.
+// blocks per SM are bound by how many bytes are in flight). Online softmax tracks the max of the
+// raw scores and applies scale and max in one FFMA inside exp2, as FlashAttention-2 does.
 //
 // Epilogues: Split == false writes O (in the input dtype) and lse straight to the output;
 // Split == true writes the split's normalised fp32 partial O_g and LSE_g for the combine kernel.
 #pragma once
 
+#include <float.h>
 #include <math.h>
 
 #include "core/split_partition.h"
@@ -142,7 +143,11 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
   const Elem* k = static_cast<const Elem*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
   const Elem* v = static_cast<const Elem*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
 
-  const float scale_log2 = p.softmax_scale * static_cast<float>(M_LOG2E);
+  // The scale is applied as a positive factor: a negative scale flips the sign of Q instead
+  // (once per block, below), and a zero scale becomes FLT_MIN so that a masked -inf score
+  // still maps to -inf rather than -inf * 0 = NaN (the scores it then scales are ~0 either way).
+  const float scale_log2 = fmaxf(fabsf(p.softmax_scale) * static_cast<float>(M_LOG2E), FLT_MIN);
+  const bool negate_q = p.softmax_scale < 0.f;
   // The warp's rows are [warp_row0, warp_row0 + 16 * MT) of the tile; this thread holds rows
   // quad_row and quad_row + 8 of each m-tile (index i = 2 * t + half below).
   const int warp_row0 = warp * 16 * MT;
@@ -156,7 +161,7 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
   for (int t = 0; t < MT; ++t)
 #pragma unroll
     for (int j = 0; j < kDTiles; ++j) o[t][j][0] = o[t][j][1] = o[t][j][2] = o[t][j][3] = 0.f;
-  float row_max[2 * MT];  // in log2 units (scores * scale * log2 e)
+  float row_max[2 * MT];  // of the raw scores q.k (with Q's sign flipped for a negative scale)
   float row_sum[2 * MT];  // this thread's partial; quad-reduced at the end
 #pragma unroll
   for (int i = 0; i < 2 * MT; ++i) row_max[i] = -INFINITY, row_sum[i] = 0.f;
@@ -194,6 +199,14 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
           for (int kk = 0; kk < D / 16; ++kk)
             ldmatrix_x4(smem_addr(sQ + swizzled<D>(warp_row0 + t * 16 + lane % 16, kk * 2 + lane / 16)),
                         q_frag[t][kk]);
+        if (negate_q) {
+#pragma unroll
+          for (int t = 0; t < MT; ++t)
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+              for (int r = 0; r < 4; ++r) q_frag[t][kk][r] ^= 0x80008000u;  // both halves' signs
+        }
       }
 
       // S = Q K^T for this warp's rows and the block's BN keys.
@@ -218,24 +231,22 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
         }
       }
 
-      // Scale into log2 units; mask keys past sk and, if causal, keys a row may not see.
+      // Mask keys past sk and, if causal, keys a row may not see (only blocks that need it).
       const int n0 = n * BN;
       const bool needs_mask = n0 + BN > p.sk || (Causal && n0 + BN - 1 > first_query + p.sk - p.sq);
+      if (needs_mask) {
 #pragma unroll
-      for (int t = 0; t < MT; ++t)
+        for (int t = 0; t < MT; ++t)
 #pragma unroll
-        for (int j = 0; j < kNTiles; ++j)
+          for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            float x = s[t][j][e] * scale_log2;
-            if (needs_mask) {
+            for (int e = 0; e < 4; ++e) {
               int key = n0 + j * 8 + quad_col * 2 + (e & 1);
               int query = my_rows[2 * t + (e >> 1)].query;
               int limit = Causal ? min(p.sk - 1, query + p.sk - p.sq) : p.sk - 1;
-              if (key > limit) x = -INFINITY;
+              if (key > limit) s[t][j][e] = -INFINITY;
             }
-            s[t][j][e] = x;
-          }
+      }
 
       // Online softmax: new running max, rescale what was accumulated, exponentiate.
 #pragma unroll
@@ -245,16 +256,16 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
 #pragma unroll
         for (int j = 0; j < kNTiles; ++j) tile_max = fmaxf(tile_max, fmaxf(s[t][j][c], s[t][j][c + 1]));
         float new_max = fmaxf(row_max[i], quad_max(tile_max));
-        // A row that has seen only masked keys keeps max -inf; subtracting 0 keeps exp2 at 0
-        // instead of exp2(-inf - -inf) = NaN.
-        float base = new_max == -INFINITY ? 0.f : new_max;
-        float rescale = exp2f(row_max[i] - base);
+        // In log2 units. A row that has seen only masked keys keeps max -inf; subtracting 0
+        // keeps exp2 at 0 instead of exp2(-inf - -inf) = NaN.
+        float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
+        float rescale = fast_exp2(row_max[i] * scale_log2 - base);
         row_max[i] = new_max;
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < kNTiles; ++j) {
-          s[t][j][c] = exp2f(s[t][j][c] - base);
-          s[t][j][c + 1] = exp2f(s[t][j][c + 1] - base);
+          s[t][j][c] = fast_exp2(fmaf(s[t][j][c], scale_log2, -base));
+          s[t][j][c + 1] = fast_exp2(fmaf(s[t][j][c + 1], scale_log2, -base));
           sum += s[t][j][c] + s[t][j][c + 1];
         }
         row_sum[i] = row_sum[i] * rescale + sum;
@@ -306,7 +317,7 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
     // A row that saw no key: output 0 and lse -inf. A NaN sum stays NaN in both.
     const float inv = sum == 0.f ? 0.f : 1.f / sum;
     const float lse = sum == 0.f ? -INFINITY
-                                 : (row_max[i] + log2f(sum)) * static_cast<float>(M_LN2);
+                                 : (row_max[i] * scale_log2 + log2f(sum)) * static_cast<float>(M_LN2);
     const int64_t bh = static_cast<int64_t>(batch) * p.h + head;
     if constexpr (Split) {
       const int64_t partial_row = (split * static_cast<int64_t>(p.b) * p.h + bh) * p.sq + query;
