@@ -73,6 +73,9 @@ def extension():
     ]
     # nvcc reads commas in -D values as list separators: the kernels need only the switch.
     nvcc_flags = ["-O3", "--expt-relaxed-constexpr", "-lineinfo", "-DFLASHSPLIT_WITH_CUDA"]
+    # The Hopper kernels need the arch-specific sm_90a target (wgmma, setmaxnreg).
+    if re.search(r"(^|[;\s,])9\.0a", os.environ["TORCH_CUDA_ARCH_LIST"]):
+        defines.append("-DFLASHSPLIT_WITH_HOPPER")
     if os.environ.get("FLASHSPLIT_PTXAS_VERBOSE") == "1":
         nvcc_flags.append("-Xptxas=-v")
     return cpp_extension.CUDAExtension(

@@ -70,6 +70,7 @@ const char* kernel_family_name(KernelFamily family) {
   switch (family) {
     case KernelFamily::kNone: return "none";
     case KernelFamily::kPortableMma: return "portable_mma";
+    case KernelFamily::kHopperWgmma: return "hopper_wgmma";
   }
   return "none";
 }
@@ -95,7 +96,7 @@ bool build_has_binary_for(const BuildInfo& build, int cc) {
 // Checks run from "where the data is" to "what the GPU is", so the reason names the first
 // thing a user would have to change.
 GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const BuildInfo& build,
-                          bool allow_untested_arch) {
+                          bool allow_untested_arch, bool allow_hopper) {
   if (!p.on_gpu) return refuse("tensors are on the CPU; the native kernels run on CUDA devices");
   if (!build.gpu_kernels_built) return refuse("flashsplit was built without GPU kernels");
   if (device.vendor == Vendor::kAmd) {
@@ -161,8 +162,20 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
   }
   GateDecision decision;
   decision.ok = true;
-  decision.family = KernelFamily::kPortableMma;
+  const bool hopper = device.cc == 90 && build.hopper_kernels_built && allow_hopper &&
+                      p.tma_describable && use_hopper_tiles(p.sq, p.h, p.hk);
+  decision.family = hopper ? KernelFamily::kHopperWgmma : KernelFamily::kPortableMma;
   return decision;
+}
+
+TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
+  const int d = static_cast<int>(p.d);
+  switch (family) {
+    case KernelFamily::kHopperWgmma: return hopper_tile_config(d);
+    case KernelFamily::kPortableMma: return portable_tile_config(d, use_narrow_tiles(p.sq, p.h, p.hk));
+    case KernelFamily::kNone: break;
+  }
+  return TileConfig{0, 0, 0, 0};
 }
 
 }  // namespace flashsplit

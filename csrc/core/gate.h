@@ -5,12 +5,15 @@
 #include <vector>
 
 #include "problem.h"
+#include "tile_config.h"
 
 namespace flashsplit {
 
-enum class KernelFamily { kNone, kPortableMma };
+// kPortableMma: mma.sync kernels (sm_80 and later). kHopperWgmma: TMA + wgmma kernels (sm_90a).
+enum class KernelFamily { kNone, kPortableMma, kHopperWgmma };
 
-const char* kernel_family_name(KernelFamily family);  // "none", "portable_mma"
+// "none", "portable_mma", "hopper_wgmma"
+const char* kernel_family_name(KernelFamily family);
 
 struct GateDecision {
   bool ok = false;
@@ -29,7 +32,14 @@ std::vector<int> tested_archs();
 // major version at or below its cc (sm_80 code runs on 8.6 and 8.9; 90 built as sm_90a is 90).
 bool build_has_binary_for(const BuildInfo& build, int cc);
 
+// Admits or refuses the native path and picks its kernel family: the Hopper kernels on cc 9.0
+// when built, allowed (allow_hopper; FLASHSPLIT_DISABLE_HOPPER=1 clears it in the torch layer)
+// and suited to the shape (use_hopper_tiles); the portable kernels otherwise.
 GateDecision check_native(const AttnProblem& problem, const DeviceInfo& device,
-                          const BuildInfo& build, bool allow_untested_arch = false);
+                          const BuildInfo& build, bool allow_untested_arch = false,
+                          bool allow_hopper = true);
+
+// The tiles the chosen family runs for this problem (zeros for kNone).
+TileConfig tiles_for(KernelFamily family, const AttnProblem& problem);
 
 }  // namespace flashsplit

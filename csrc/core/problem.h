@@ -23,6 +23,8 @@ struct AttnProblem {
   bool on_gpu = true;               // false: tensors live on the CPU
   bool last_dim_contiguous = true;  // the kernels need stride(-1) == 1
   bool strides_16b_aligned = true;  // every other stride and base pointer 16-byte aligned
+  // TMA can describe q, k and v: no dim with more than one element has stride 0 (expanded).
+  bool tma_describable = true;
   // Features the native kernels do not implement; the reference path does.
   double dropout_p = 0.0;
   int64_t window_left = -1, window_right = -1;  // -1 = unbounded on that side
@@ -43,6 +45,7 @@ struct BuildInfo {
   bool gpu_kernels_built = false;
   std::vector<int> archs;      // compute capabilities compiled for, e.g. {80, 90}
   std::vector<int> head_dims;  // head dims instantiated, e.g. {64, 128}
+  bool hopper_kernels_built = false;  // sm_90a (wgmma + TMA) kernels compiled in
 };
 
 }  // namespace flashsplit

@@ -25,8 +25,7 @@ int choose_num_splits(const AttnProblem& problem, const DeviceInfo& device,
   const bool narrow = tiles.block_m <= kNarrowMaxRows;
   const double slots = device.sm_count *
                        (narrow ? constants.slots_per_sm_narrow : constants.slots_per_sm_wide);
-  const int64_t grid_blocks =
-      problem.b * problem.hk * row_tiles(problem.sq, problem.h, problem.hk, tiles.block_m);
+  const int64_t grid_blocks = forward_blocks(problem.b, problem.sq, problem.h, problem.hk, tiles);
   const int64_t key_blocks = num_key_blocks(problem, tiles);
   if (grid_blocks <= 0 || key_blocks <= 1 || slots <= 0) return 1;
   const int64_t cap = std::min<int64_t>(

@@ -9,7 +9,10 @@ struct TileConfig {
   int block_n;        // keys per key block (one iteration of the tile loop)
   int warps;          // warps per thread block
   int blocks_per_sm;  // resident thread blocks per SM the heuristic assumes
-  int m_tiles = 1;    // 16-row m-tiles per warp (block_m = 16 * warps * m_tiles)
+  int m_tiles = 1;    // portable kernel: 16-row m-tiles per warp (block_m = 16 * warps * m_tiles)
+  // Whether a tile's rows pack the h/hk query heads of a group (portable kernel) or hold one
+  // query head's rows (Hopper kernel, whose TMA boxes are rows of one head).
+  bool packs_heads = true;
 };
 
 // The kernel packs the h/hk query heads that share a k/v head into the rows of one tile
@@ -42,6 +45,28 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
                 : (head_dim == 64    ? TileConfig{128, 64, 4, 2, 2}
                    : head_dim == 128 ? TileConfig{128, 64, 8, 1}
                                      : TileConfig{0, 0, 0, 0});
+}
+
+// Tiles of the Hopper (wgmma) kernel: 128 query rows of one head in two consumer warpgroups of
+// 64 rows plus a TMA producer warpgroup (12 warps), 128-key blocks, one block per SM (its
+// 160 KB of K/V stages at d=128, and 232 registers per consumer thread).
+constexpr TileConfig hopper_tile_config(int head_dim) {
+  return head_dim == 64 || head_dim == 128 ? TileConfig{128, 128, 12, 1, 1, false}
+                                           : TileConfig{0, 0, 0, 0};
+}
+
+// The Hopper kernel does not pack heads, so it wastes rows where the portable kernel would
+// fill its tile with a GQA group: it serves a call only when each head brings at least half a
+// tile of query rows (or there is no group to pack) and the call is not a narrow-tile decode.
+constexpr bool use_hopper_tiles(long long sq, long long h, long long hk) {
+  return !use_narrow_tiles(sq, h, hk) && (h == hk || sq >= 64);
+}
+
+// Thread blocks per split of the forward grid for these tiles.
+constexpr long long forward_blocks(long long b, long long sq, long long h, long long hk,
+                                   const TileConfig& tiles) {
+  return tiles.packs_heads ? b * hk * row_tiles(sq, h, hk, tiles.block_m)
+                           : b * h * ((sq + tiles.block_m - 1) / tiles.block_m);
 }
 
 constexpr int ceil_div(long long a, long long b) { return static_cast<int>((a + b - 1) / b); }

@@ -4,12 +4,17 @@
 #include "kernels/attn_launch.h"
 #include "kernels/combine_kernel.h"
 #include "kernels/sm80/fwd_launch.h"
+#include "kernels/sm90/fwd_launch.h"
 
 namespace flashsplit {
 namespace {
 
 template <class Elem>
 void launch_producers(const AttnFwdParams& params, gpuStream_t stream) {
+  if (params.kernel == FwdKernel::kHopper) {
+    if (params.d == 64) return sm90::launch_attn_fwd<Elem, 64>(params, stream);
+    if (params.d == 128) return sm90::launch_attn_fwd<Elem, 128>(params, stream);
+  }
   if (params.d == 64) {
     sm80::launch_attn_fwd<Elem, 64>(params, stream);
   } else if (params.d == 128) {

@@ -7,8 +7,12 @@ namespace flashsplit {
 
 enum class ElemType { kFloat16, kBFloat16 };
 
+// Which forward kernel runs: the gate's kernel family, as the kernels name it.
+enum class FwdKernel { kPortable, kHopper };
+
 struct AttnFwdParams {
   ElemType elem = ElemType::kBFloat16;
+  FwdKernel kernel = FwdKernel::kPortable;
   const void* q = nullptr;  // (b, sq, h, d)
   const void* k = nullptr;  // (b, sk, hk, d)
   const void* v = nullptr;  // (b, sk, hk, d)

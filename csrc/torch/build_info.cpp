@@ -8,6 +8,9 @@ BuildInfo current_build_info() {
   info.gpu_kernels_built = true;
   info.archs = {FLASHSPLIT_BUILT_ARCHS};
   info.head_dims = {FLASHSPLIT_HEAD_DIMS};
+#ifdef FLASHSPLIT_WITH_HOPPER
+  info.hopper_kernels_built = true;
+#endif
 #endif
   return info;
 }

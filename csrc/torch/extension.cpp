@@ -20,6 +20,7 @@ pybind11::dict build_info_dict() {
   d["archs"] = info.archs;
   d["head_dims"] = info.head_dims;
   d["tested_archs"] = tested;
+  d["hopper_kernels_built"] = info.hopper_kernels_built;
   return d;
 }
 

@@ -59,6 +59,8 @@ std::tuple<at::Tensor, at::Tensor> native_forward(const at::Tensor& q, const at:
   at::Tensor lse = at::empty({b, h, sq}, q.options().dtype(at::kFloat));
   AttnFwdParams params = make_params(q, k, v, out, lse, softmax_scale, causal);
   params.num_splits = plan.num_splits;
+  params.kernel = plan.gate.family == KernelFamily::kHopperWgmma ? FwdKernel::kHopper
+                                                                   : FwdKernel::kPortable;
   at::Tensor o_accum, lse_accum;  // scratch from the caching allocator: safe under graph capture
   if (plan.num_splits > 1) {
     o_accum = at::empty({plan.num_splits, b, h, sq, d}, q.options().dtype(at::kFloat));

@@ -25,6 +25,14 @@ DType dtype_of(const at::Tensor& t) {
 }
 
 // The kernels load 16-byte vectors: every base pointer and every non-last stride must allow it.
+// TMA tensor maps take non-zero strides; an expanded dim (stride 0, size > 1) has none.
+bool no_expanded_dims(const at::Tensor& t) {
+  for (int64_t dim = 0; dim + 1 < t.dim(); ++dim) {
+    if (t.size(dim) > 1 && t.stride(dim) == 0) return false;
+  }
+  return true;
+}
+
 bool aligned_16b(const at::Tensor& t) {
   if (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 != 0) return false;
   int64_t elems_per_16b = 16 / static_cast<int64_t>(t.element_size());
@@ -48,6 +56,7 @@ AttnProblem describe(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   p.on_gpu = q.is_cuda();
   p.last_dim_contiguous = q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1;
   p.strides_16b_aligned = aligned_16b(q) && aligned_16b(k) && aligned_16b(v);
+  p.tma_describable = no_expanded_dims(q) && no_expanded_dims(k) && no_expanded_dims(v);
   p.dropout_p = f.dropout_p;
   p.window_left = f.window_left;
   p.window_right = f.window_right;
@@ -74,10 +83,16 @@ DeviceInfo describe_device(const at::Tensor& q) {
 
 }  // namespace
 
-bool untested_arch_allowed_by_env() {
-  const char* value = std::getenv("FLASHSPLIT_ALLOW_UNTESTED_ARCH");
+namespace {
+bool env_flag(const char* name) {
+  const char* value = std::getenv(name);
   return value != nullptr && std::strcmp(value, "1") == 0;
 }
+}  // namespace
+
+bool untested_arch_allowed_by_env() { return env_flag("FLASHSPLIT_ALLOW_UNTESTED_ARCH"); }
+
+bool hopper_disabled_by_env() { return env_flag("FLASHSPLIT_DISABLE_HOPPER"); }
 
 void check_attention_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             int64_t num_splits) {
@@ -111,11 +126,10 @@ Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   AttnProblem problem = describe(q, k, v, features);
   DeviceInfo device = describe_device(q);
   plan.gate = check_native(problem, device, current_build_info(),
-                           allow_untested_arch || untested_arch_allowed_by_env());
+                           allow_untested_arch || untested_arch_allowed_by_env(),
+                           /*allow_hopper=*/!hopper_disabled_by_env());
   if (!plan.gate.ok) return plan;
-  plan.tiles = portable_tile_config(
-      static_cast<int>(problem.d),
-      use_narrow_tiles(problem.sq, problem.h, problem.hk));
+  plan.tiles = tiles_for(plan.gate.family, problem);
   // Any request beyond the key-block count is clamped anyway; cap before narrowing to int.
   int requested = static_cast<int>(std::min<int64_t>(num_splits, 1 << 20));
   plan.num_splits = resolve_num_splits(requested, problem, device, plan.tiles);

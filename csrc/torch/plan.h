@@ -33,4 +33,7 @@ Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 // FLASHSPLIT_ALLOW_UNTESTED_ARCH=1 in the environment.
 bool untested_arch_allowed_by_env();
 
+// FLASHSPLIT_DISABLE_HOPPER=1 in the environment: the portable kernels serve every call.
+bool hopper_disabled_by_env();
+
 }  // namespace flashsplit

@@ -1,0 +1,5 @@
+// Explicit instantiation: fp16, head dim 128.
+#include "kernels/sm90/fwd_launch.cuh"
+
+template void flashsplit::sm90::launch_attn_fwd<gpu_fp16_t, 128>(const flashsplit::AttnFwdParams&,
+                                                           gpuStream_t);

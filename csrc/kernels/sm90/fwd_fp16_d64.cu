@@ -1,0 +1,5 @@
+// Explicit instantiation: fp16, head dim 64.
+#include "kernels/sm90/fwd_launch.cuh"
+
+template void flashsplit::sm90::launch_attn_fwd<gpu_fp16_t, 64>(const flashsplit::AttnFwdParams&,
+                                                           gpuStream_t);

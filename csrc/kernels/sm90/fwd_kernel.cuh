@@ -1,0 +1,316 @@
+// Hopper forward (sm_90a): TMA loads, wgmma, warp specialisation.
+//
+// One thread block owns one (batch, query head, 128-row query tile, split) and runs three
+// warpgroups. Warpgroup 0 is the producer: one thread issues TMA loads of Q once and of K and
+// V per key block into a ring of kStages stages, each completing on a "full" mbarrier; it then
+// waits on the stage's "empty" mbarrier before refilling it. Warpgroups 1 and 2 are consumers,
+// 64 query rows each: S = Q K^T with both operands read by wgmma straight from shared memory,
+// online softmax in registers (FFMA + ex2 as in the portable kernel), then O += P V with P fed
+// from registers. K and V have separate barriers so S can start while V is still landing, and
+// each consumer warp frees a stage as soon as it has finished reading it.
+//
+// Tiles in shared memory are in TMA's 128-byte swizzle: a tile of R rows and D columns is D/64
+// "slabs" of R x 64 elements, one TMA box each. The epilogues (direct vs split partial) match
+// the portable kernel's, so the combine kernel is shared.
+#pragma once
+
+#include <float.h>
+#include <math.h>
+
+#include "core/split_partition.h"
+#include "core/tile_config.h"
+#include "kernels/attn_params.h"
+#include "kernels/sm90/hopper_primitives.cuh"
+
+namespace flashsplit {
+namespace sm90 {
+
+// Everything the kernel needs: the portable params plus the three tensor maps, passed as one
+// __grid_constant__ parameter so TMA can read the maps from parameter space.
+struct HopperFwdParams {
+  CUtensorMap q_map;  // dims (d, sq, h, b), box (64, block_m, 1, 1)
+  CUtensorMap k_map;  // dims (d, sk, hk, b), box (64, block_n, 1, 1)
+  CUtensorMap v_map;
+  AttnFwdParams p;
+};
+
+template <int D>
+struct HopperTiles {
+  static constexpr TileConfig kConfig = hopper_tile_config(D);
+  static constexpr int kBlockM = kConfig.block_m;
+  static constexpr int kBlockN = kConfig.block_n;
+  static constexpr int kConsumers = kBlockM / 64;           // warpgroups of 64 rows
+  static constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
+  static constexpr int kStages = D == 64 ? 3 : 2;
+  static constexpr int kSlabs = D / 64;
+  static constexpr int kSlabBytesQ = kBlockM * 128;
+  static constexpr int kSlabBytesKV = kBlockN * 128;
+  static constexpr int kTileBytesQ = kSlabs * kSlabBytesQ;
+  static constexpr int kTileBytesKV = kSlabs * kSlabBytesKV;
+  // Q, K stages, V stages, then the barriers; +1024 to align the start to a swizzle atom.
+  static constexpr int kBarrierBytes = (1 + 4 * kStages) * 8;
+  static constexpr int kSmemBytes =
+      1024 + kTileBytesQ + 2 * kStages * kTileBytesKV + kBarrierBytes;
+  // setmaxnreg budgets: 128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 64K.
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
+  static_assert(kBlockN == 128, "wgmma_qk is written for 128-key blocks");
+  static_assert(kBlockM % 64 == 0 && kConsumers >= 1, "consumers own 64 rows each");
+  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536,
+                "register budget of one block");
+};
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Two floats -> one register of two 16-bit values (low half first), round to nearest.
+template <class Elem>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same<Elem, gpu_bf16_t>::value) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <class Elem, int D, bool Causal, bool Split>
+__global__ void __launch_bounds__(HopperTiles<D>::kThreads, 1)
+    hopper_fwd_kernel(const __grid_constant__ HopperFwdParams hp) {
+#if FS_HAS_WGMMA
+  using Tiles = HopperTiles<D>;
+  constexpr int BM = Tiles::kBlockM, BN = Tiles::kBlockN, kStages = Tiles::kStages;
+  const AttnFwdParams& p = hp.p;
+
+  extern __shared__ unsigned char smem_raw[];
+  // Swizzled tiles must start on a 1024-byte boundary (the swizzle pattern repeats every 8 rows).
+  unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  unsigned char* sQ = smem;
+  unsigned char* sK = sQ + Tiles::kTileBytesQ;               // stage s at sK + s * kTileBytesKV
+  unsigned char* sV = sK + kStages * Tiles::kTileBytesKV;    // stage s at sV + s * kTileBytesKV
+  uint64_t* bars = reinterpret_cast<uint64_t*>(sV + kStages * Tiles::kTileBytesKV);
+  uint64_t* q_full = bars;
+  uint64_t* k_full = bars + 1;
+  uint64_t* v_full = k_full + kStages;
+  uint64_t* k_empty = v_full + kStages;
+  uint64_t* v_empty = k_empty + kStages;
+
+  const int warpgroup = threadIdx.x / 128;
+  const int lane = threadIdx.x % 32;
+  // Causal tiles late in the sequence do the most work: start them first.
+  const int m_block = Causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int split = blockIdx.y;
+  const int batch = blockIdx.z / p.h, head = blockIdx.z % p.h;
+  const int kv_head = head / (p.h / p.hk);
+  const int m0 = m_block * BM;
+  const int last_query = min(m0 + BM - 1, p.sq - 1);
+  const int n_visible = visible_key_blocks(last_query + 1, p.sq, p.sk, BN, Causal);
+  const KeyBlockRange range =
+      Split ? split_key_blocks(n_visible, p.num_splits, split) : KeyBlockRange{0, n_visible};
+
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&k_full[s], 1);
+      mbar_init(&v_full[s], 1);
+      // Every consumer warp releases a stage once it has read it.
+      mbar_init(&k_empty[s], 4 * Tiles::kConsumers);
+      mbar_init(&v_empty[s], 4 * Tiles::kConsumers);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    // ---------------- Producer: one thread streams Q once, then (K, V) per key block.
+    release_registers<Tiles::kProducerRegs>();
+    if (threadIdx.x == 0 && range.begin < range.end) {
+      prefetch_tensor_map(&hp.q_map);
+      prefetch_tensor_map(&hp.k_map);
+      prefetch_tensor_map(&hp.v_map);
+      mbar_arrive_expect_tx(q_full, Tiles::kTileBytesQ);
+      for (int slab = 0; slab < Tiles::kSlabs; ++slab)
+        tma_load_4d(sQ + slab * Tiles::kSlabBytesQ, &hp.q_map, q_full, slab * 64, m0, head, batch);
+      int stage = 0;
+      uint32_t phase = 0;
+      // Last key block first, as the consumers walk them (masking is then needed only early).
+      for (int n = range.end - 1; n >= range.begin; --n) {
+        unsigned char* k_dst = sK + stage * Tiles::kTileBytesKV;
+        unsigned char* v_dst = sV + stage * Tiles::kTileBytesKV;
+        mbar_wait(&k_empty[stage], phase ^ 1);
+        mbar_arrive_expect_tx(&k_full[stage], Tiles::kTileBytesKV);
+        for (int slab = 0; slab < Tiles::kSlabs; ++slab)
+          tma_load_4d(k_dst + slab * Tiles::kSlabBytesKV, &hp.k_map, &k_full[stage], slab * 64,
+                      n * BN, kv_head, batch);
+        mbar_wait(&v_empty[stage], phase ^ 1);
+        mbar_arrive_expect_tx(&v_full[stage], Tiles::kTileBytesKV);
+        for (int slab = 0; slab < Tiles::kSlabs; ++slab)
+          tma_load_4d(v_dst + slab * Tiles::kSlabBytesKV, &hp.v_map, &v_full[stage], slab * 64,
+                      n * BN, kv_head, batch);
+        if (++stage == kStages) stage = 0, phase ^= 1;
+      }
+    }
+    return;
+  }
+
+  // ---------------- Consumers: 64 query rows per warpgroup.
+  claim_registers<Tiles::kConsumerRegs>();
+  const int consumer = warpgroup - 1;
+  const int warp_in_group = (threadIdx.x / 32) % 4;
+  const int quad_row = lane / 4, quad_col = lane % 4;
+  // This thread's two rows (i = 0, 1: row and row + 8 of its warp's 16).
+  const int row0 = m0 + consumer * 64 + warp_in_group * 16 + quad_row;
+
+  const float scale_log2 = fmaxf(fabsf(p.softmax_scale) * static_cast<float>(M_LOG2E), FLT_MIN);
+  const bool negate_scores = p.softmax_scale < 0.f;
+
+  float o[D / 2];
+  float s[BN / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) s[i] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY};  // of the raw scores (sign-flipped if scale < 0)
+  float row_sum[2] = {0.f, 0.f};              // this thread's partial; quad-reduced at the end
+
+  if (range.begin < range.end) {
+    const uint32_t q_addr = smem_u32(sQ) + consumer * 64 * 128;
+    mbar_wait(q_full, 0);
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int n = range.end - 1; n >= range.begin; --n) {
+      const uint32_t k_addr = smem_u32(sK) + stage * Tiles::kTileBytesKV;
+      const uint32_t v_addr = smem_u32(sV) + stage * Tiles::kTileBytesKV;
+
+      // S = Q K^T: D/16 k-steps of 16, each 32 B further along the 128-B rows of a slab.
+      mbar_wait(&k_full[stage], phase);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t offset = (kk % 4) * 32;
+        wgmma_qk<Elem>(s, desc_k_major(q_addr + (kk / 4) * Tiles::kSlabBytesQ + offset),
+                       desc_k_major(k_addr + (kk / 4) * Tiles::kSlabBytesKV + offset), kk > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_accumulators(s);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&k_empty[stage]);
+
+      if (negate_scores) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) s[i] = -s[i];
+      }
+      // Mask keys past sk and, if causal, keys a row may not see (only blocks that need it).
+      const int n0 = n * BN;
+      if (n0 + BN > p.sk || (Causal && n0 + BN - 1 > m0 + p.sk - p.sq)) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) {
+          const int key = n0 + (i / 4) * 8 + quad_col * 2 + (i % 2);
+          const int query = row0 + ((i / 2) % 2) * 8;
+          const int limit = Causal ? min(p.sk - 1, query + p.sk - p.sq) : p.sk - 1;
+          if (key > limit) s[i] = -INFINITY;
+        }
+      }
+
+      // Online softmax for the thread's two rows (registers 4j + 2r + {0, 1} are row r).
+      float rescale[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float tile_max = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+        const float new_max = fmaxf(row_max[r], quad_max(tile_max));
+        // A row that has seen only masked keys keeps max -inf; subtracting 0 keeps exp2 at 0.
+        const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
+        rescale[r] = fast_exp2(row_max[r] * scale_log2 - base);
+        row_max[r] = new_max;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          s[4 * j + 2 * r] = fast_exp2(fmaf(s[4 * j + 2 * r], scale_log2, -base));
+          s[4 * j + 2 * r + 1] = fast_exp2(fmaf(s[4 * j + 2 * r + 1], scale_log2, -base));
+          sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
+        }
+        row_sum[r] = row_sum[r] * rescale[r] + sum;
+      }
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[4 * j + 0] *= rescale[0];
+        o[4 * j + 1] *= rescale[0];
+        o[4 * j + 2] *= rescale[1];
+        o[4 * j + 3] *= rescale[1];
+      }
+
+      // P in the register-A layout: two adjacent n8 score tiles are one m64k16 A fragment.
+      uint32_t pa[BN / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        pa[kk][0] = pack2<Elem>(s[8 * kk + 0], s[8 * kk + 1]);
+        pa[kk][1] = pack2<Elem>(s[8 * kk + 2], s[8 * kk + 3]);
+        pa[kk][2] = pack2<Elem>(s[8 * kk + 4], s[8 * kk + 5]);
+        pa[kk][3] = pack2<Elem>(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+
+      // O += P V: 16 keys per k-step = 2048 B of V rows further on.
+      mbar_wait(&v_full[stage], phase);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+        wgmma_pv<Elem, D>(o, pa[kk], desc_mn_major(v_addr + kk * 2048, Tiles::kSlabBytesKV), 1);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_accumulators(o);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&v_empty[stage]);
+      if (++stage == kStages) stage = 0, phase ^= 1;
+    }
+  }
+
+  // Epilogue: normalise, then write either the output or this split's partial.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float sum = quad_sum(row_sum[r]);
+    const int query = row0 + 8 * r;
+    if (query >= p.sq) continue;  // a padding row of the last tile
+    // A row that saw no key: output 0 and lse -inf. A NaN sum stays NaN in both.
+    const float inv = sum == 0.f ? 0.f : 1.f / sum;
+    const float lse = sum == 0.f ? -INFINITY
+                                 : (row_max[r] * scale_log2 + log2f(sum)) * static_cast<float>(M_LN2);
+    const int64_t bh = static_cast<int64_t>(batch) * p.h + head;
+    if constexpr (Split) {
+      const int64_t partial_row = (split * static_cast<int64_t>(p.b) * p.h + bh) * p.sq + query;
+      float* dst = p.o_accum + partial_row * D;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<float2*>(dst + j * 8 + quad_col * 2) =
+            make_float2(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+      if (quad_col == 0) p.lse_accum[partial_row] = lse;
+    } else {
+      Elem* dst = static_cast<Elem*>(p.out) + batch * p.o_batch_stride +
+                  static_cast<int64_t>(query) * p.o_row_stride + head * p.o_head_stride;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<uint32_t*>(dst + j * 8 + quad_col * 2) =
+            pack2<Elem>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+      if (quad_col == 0) p.lse[bh * p.sq + query] = lse;
+    }
+  }
+#endif  // FS_HAS_WGMMA
+}
+
+}  // namespace sm90
+}  // namespace flashsplit

@@ -1,0 +1,129 @@
+// Hopper (sm_90a) building blocks of the warp-specialised forward: mbarriers, TMA tile loads,
+// wgmma fences and shared-memory matrix descriptors, register reallocation. Only sm90/ uses them.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (the type only: nothing here links against the driver)
+
+#include <cstdint>
+
+#include "kernels/platform.h"
+#include "kernels/sm90/wgmma_ops.cuh"
+
+namespace flashsplit {
+namespace sm90 {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+
+// ---- mbarriers: a phase completes when `count` arrivals and all expected bytes have landed.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count)
+               : "memory");
+}
+// Makes initialised barriers visible to the async (TMA) proxy before anyone uses them.
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// One arrival that also announces `bytes` of TMA traffic the phase must wait for.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+// Spins until the phase with this parity has completed. A fresh barrier counts its (virtual)
+// previous phase, parity 1, as completed: producers start by waiting on parity 1 of "empty".
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// ---- TMA: one box of a 4-D tensor map (coordinates innermost first) into shared memory,
+// completing on `bar`. Out-of-range rows arrive as zeros and still count as bytes.
+__device__ __forceinline__ void tma_load_4d(void* smem_dst, const CUtensorMap* map, uint64_t* bar,
+                                            int c0, int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+      "[%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(smem_u32(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+      "r"(smem_u32(bar))
+      : "memory");
+}
+__device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// ---- wgmma ordering.
+// Before the first wgmma that reads registers written by ordinary instructions.
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+// Waits until at most Pending committed wgmma groups of this warpgroup are in flight.
+template <int Pending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(Pending) : "memory");
+}
+// The compiler sees a wgmma's outputs as written when it is issued; this re-defines them after
+// the wait so no read of an accumulator can be scheduled before the MMA has finished.
+template <int N>
+__device__ __forceinline__ void fence_accumulators(float (&regs)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(regs[i])::"memory");
+}
+
+// ---- Register reallocation between warpgroups (setmaxnreg): the TMA warpgroup gives registers
+// back so the MMA warpgroups can hold S, P and O without spilling.
+template <int Regs>
+__device__ __forceinline__ void release_registers() {
+#if FS_HAS_WGMMA
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Regs));
+#endif
+}
+template <int Regs>
+__device__ __forceinline__ void claim_registers() {
+#if FS_HAS_WGMMA
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Regs));
+#endif
+}
+
+// Barrier among a subset of warps (ids 1..15; 0 is __syncthreads).
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---- Shared-memory matrix descriptors for tiles stored as TMA's 128-byte swizzle writes them:
+// rows of 64 16-bit elements (128 B), 8-row atoms of 1024 B, atoms 1024-B aligned.
+// Bits: [0,14) start address >> 4, [16,30) leading byte offset >> 4, [32,46) stride byte
+// offset >> 4, [62,64) layout (1 = 128-byte swizzle).
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t leading_bytes,
+                                              uint32_t stride_bytes) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
+         (static_cast<uint64_t>((leading_bytes >> 4) & 0x3FFF) << 16) |
+         (static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+// K-major operand (the reduction dim is the contiguous one: Q and K rows). A k16 step moves the
+// start address 32 B within the 128-B row; the leading offset is unused for this layout.
+__device__ __forceinline__ uint64_t desc_k_major(uint32_t addr) {
+  return smem_desc(addr, 16, 1024);
+}
+// MN-major operand (V: rows are keys = the reduction dim, columns contiguous): the next 64
+// columns live `slab_bytes` further on; the next 8 keys 1024 B further on.
+__device__ __forceinline__ uint64_t desc_mn_major(uint32_t addr, uint32_t slab_bytes) {
+  return smem_desc(addr, slab_bytes, 1024);
+}
+
+}  // namespace sm90
+}  // namespace flashsplit
