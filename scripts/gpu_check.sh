@@ -2,7 +2,8 @@
 # Everything flashsplit needs checked on a GPU, in ONE bounded call (device time is scarce):
 #   1. environment (nvidia-smi, python/torch/CUDA versions)
 #   2. build the extension (no network needed)
-#   3. GPU tests: python -m pytest -q -m gpu tests (log + junit xml)
+#   3. GPU tests: python -m pytest -q -m gpu tests (log + junit xml), twice: as shipped and
+#      with FLASHSPLIT_DISABLE_HOPPER=1 (the portable kernels serve every call)
 #   4. compute-sanitizer: memcheck + racecheck on small cases (scripts/sanitize.sh)
 #   5. short benchmarks: bench_splitkv.py and bench_seqlen.py (CSV + PNG)
 # and prints a SHORT summary LAST. Every stage runs under `timeout`, and all stages share one
@@ -26,7 +27,7 @@
 #   SKIP_TESTS=1 SKIP_SANITIZER=1   skip those stages
 #   BENCH=quick|full|none   benchmark mode (default quick)
 #   PYTEST_ARGS="..."       extra pytest arguments (e.g. "-k forward -x")
-#   TOTAL_BUDGET=540        seconds for the whole script
+#   TOTAL_BUDGET=580        seconds for the whole script
 #   BUILD_TIMEOUT=300 TESTS_TIMEOUT=240 SANITIZER_TIMEOUT=150 BENCH_TIMEOUT=150  stage caps
 #   MAX_JOBS=16 PYTHON=python
 # Exit code: 0 when every stage that ran passed; 1 otherwise; 2 when no CUDA device is visible.
@@ -48,7 +49,7 @@ else PY=python3; fi
 export MAX_JOBS=${MAX_JOBS:-16}
 BUILD=${BUILD:-pip}
 BENCH=${BENCH:-quick}
-TOTAL_BUDGET=${TOTAL_BUDGET:-540}
+TOTAL_BUDGET=${TOTAL_BUDGET:-580}
 START=$SECONDS
 SUMMARY="$OUT_DIR/summary.txt"
 STAGE_ROWS=()      # "stage|status|seconds|detail"
@@ -181,7 +182,7 @@ log "device: $DEVICE_LINE; TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-setup de
 
 # Reserve for the stages still to come, so none of them is starved entirely.
 RESERVE_SUMMARY=15
-RESERVE_TESTS=$([ "${SKIP_TESTS:-0}" = 1 ] && echo 0 || echo 90)
+RESERVE_TESTS=$([ "${SKIP_TESTS:-0}" = 1 ] && echo 0 || echo 150)
 RESERVE_SANITIZER=$([ "${SKIP_SANITIZER:-0}" = 1 ] && echo 0 || echo 60)
 RESERVE_BENCH=$([ "$BENCH" = none ] && echo 0 || echo 90)
 
@@ -247,25 +248,27 @@ add_row build ok $(( SECONDS - t0 )) "${BUILT_FROM:-ok}"
 log "build ok: $BUILT_FROM"
 
 # ------------------------------------------------------------------ 3. GPU tests
-if [ "${SKIP_TESTS:-0}" = 1 ]; then
-  add_row tests skipped 0 "SKIP_TESTS=1"
-else
-  t0=$SECONDS
-  budget=$(stage_budget "${TESTS_TIMEOUT:-240}" $(( RESERVE_SANITIZER + RESERVE_BENCH + RESERVE_SUMMARY )))
+# run_tests STAGE RESERVE [ENV=VALUE]: the GPU suite once, under the given environment. It runs
+# twice: as shipped (the Hopper kernels serve what they can) and with the portable kernels forced.
+run_tests() {
+  local stage=$1 reserve=$2 env_setting=${3:-}
+  local t0=$SECONDS budget tests_rc counts first_line status
+  budget=$(stage_budget "${TESTS_TIMEOUT:-240}" "$reserve")
   if [ "$budget" -lt 30 ]; then
-    add_row tests skipped 0 "out of time budget (${budget}s left)"; FAILED=1
-  else
-    log "tests (${budget}s max)"
-    TESTS_LOG="$WORK/tests.log"
-    JUNIT="$WORK/junit.xml"
-    # SIGINT first: pytest stops cleanly, prints its summary and still writes the junit xml.
-    # shellcheck disable=SC2086
-    timeout --signal=INT --kill-after=20 "$budget" "$PY" -m pytest -q -m gpu tests \
-        -p no:cacheprovider --tb=short -rfE --durations=10 --junitxml="$JUNIT" \
-        ${PYTEST_ARGS:-} > "$TESTS_LOG" 2>&1
-    tests_rc=$?
-    cap_copy "$TESTS_LOG" "$OUT_DIR/tests.log"
-    counts=$("$PY" - "$JUNIT" <<'EOF' 2>/dev/null
+    add_row "$stage" skipped 0 "out of time budget (${budget}s left)"; FAILED=1
+    return
+  fi
+  log "$stage (${budget}s max${env_setting:+, $env_setting})"
+  local TESTS_LOG="$WORK/$stage.log" JUNIT="$WORK/junit_$stage.xml"
+  # SIGINT first: pytest stops cleanly, prints its summary and still writes the junit xml.
+  # shellcheck disable=SC2086
+  env $env_setting timeout --signal=INT --kill-after=20 "$budget" "$PY" -m pytest -q -m gpu tests \
+      -p no:cacheprovider --tb=short -rfE --durations=10 --junitxml="$JUNIT" \
+      ${PYTEST_ARGS:-} > "$TESTS_LOG" 2>&1
+  tests_rc=$?
+  # Only the first run's log fits among the 8 returned files; the other goes in extra.tar.gz.
+  if [ "$stage" = tests ]; then cap_copy "$TESTS_LOG" "$OUT_DIR/tests.log"; fi
+  counts=$("$PY" - "$JUNIT" <<'EOF' 2>/dev/null
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
 suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
@@ -290,19 +293,26 @@ for reason, count in sorted(skips.items(), key=lambda kv: -kv[1])[:4]:
     print(f"  skipped x{count}: {reason}")
 EOF
 )
-    if [ -z "$counts" ]; then counts="no junit xml ($(tail -n 1 "$TESTS_LOG" | cut -c1-150))"; fi
-    first_line=$(echo "$counts" | head -n 1)
-    case "$tests_rc" in
-      0) status=ok ;;
-      124|137|130) status=TIMEOUT; first_line="$first_line (stopped at ${budget}s)" ;;
-      5) status=FAIL; first_line="no gpu tests collected: $first_line" ;;
-      *) status=FAIL ;;
-    esac
-    [ "$status" = ok ] || FAILED=1
-    add_row tests "$status" $(( SECONDS - t0 )) "$first_line"
-    while IFS= read -r line; do DETAIL_LINES+=("$line"); done < <(echo "$counts" | tail -n +2)
-    log "tests $status: $first_line"
-  fi
+  if [ -z "$counts" ]; then counts="no junit xml ($(tail -n 1 "$TESTS_LOG" | cut -c1-150))"; fi
+  first_line=$(echo "$counts" | head -n 1)
+  case "$tests_rc" in
+    0) status=ok ;;
+    124|137|130) status=TIMEOUT; first_line="$first_line (stopped at ${budget}s)" ;;
+    5) status=FAIL; first_line="no gpu tests collected: $first_line" ;;
+    *) status=FAIL ;;
+  esac
+  [ "$status" = ok ] || FAILED=1
+  add_row "$stage" "$status" $(( SECONDS - t0 )) "$first_line"
+  while IFS= read -r line; do DETAIL_LINES+=("$line"); done < <(echo "$counts" | tail -n +2)
+  log "$stage $status: $first_line"
+}
+
+if [ "${SKIP_TESTS:-0}" = 1 ]; then
+  add_row tests skipped 0 "SKIP_TESTS=1"
+else
+  run_tests tests $(( RESERVE_TESTS + RESERVE_SANITIZER + RESERVE_BENCH + RESERVE_SUMMARY ))
+  run_tests tests-portable $(( RESERVE_SANITIZER + RESERVE_BENCH + RESERVE_SUMMARY )) \
+    FLASHSPLIT_DISABLE_HOPPER=1
 fi
 
 # ------------------------------------------------------------------ 4. sanitizer

@@ -36,10 +36,15 @@ MEMCHECK_CASES = [
     Case("bf16-d64-causal-auto-strided", "bf16", 64, True, 2, 129, 257, 4, 2, 0, "packed"),
     Case("fp16-d128-full-G7-tail", "fp16", 128, False, 1, 1, 449, 2, 2, 7, "contiguous"),
     Case("bf16-d64-decode-G4-narrow", "bf16", 64, False, 2, 1, 777, 8, 8, 4, "contiguous"),
+    # Hopper tiles of 192 rows (d=64, long queries) and 128 rows (d=128), split and causal.
+    Case("fp16-d64-causal-G3-hopper192", "fp16", 64, True, 1, 500, 700, 2, 1, 3, "contiguous"),
+    Case("bf16-d128-full-G1-hopper-gqa", "bf16", 128, False, 2, 130, 260, 4, 2, 1, "packed"),
 ]
-# Shared-memory hazards are per kernel variant: one wide-tile and one narrow-tile (decode) case.
+# Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64), the portable
+# wide tile (a short GQA query block) and the narrow tile (decode).
 RACECHECK_CASES = [
-    Case("race-bf16-d64-causal-G2-wide", "bf16", 64, True, 1, 70, 200, 1, 1, 2, "contiguous"),
+    Case("race-bf16-d64-causal-G2-hopper", "bf16", 64, True, 1, 70, 200, 1, 1, 2, "contiguous"),
+    Case("race-fp16-d64-G2-portable-wide", "fp16", 64, False, 1, 20, 300, 4, 1, 2, "contiguous"),
     Case("race-fp16-d128-decode-G2-narrow", "fp16", 128, False, 1, 1, 150, 4, 2, 2,
          "contiguous"),
 ]
@@ -101,7 +106,7 @@ def run_case(torch, flashsplit, naive_attention, case, check):
     out, lse, _ = flashsplit.flash_attn_func(q, k, v, causal=case.causal,
                                              num_splits=case.num_splits, return_attn_probs=True)
     torch.cuda.synchronize()
-    detail = f"G={decision['num_splits']}"
+    detail = f"{decision['kernel']} G={decision['num_splits']}"
     n_empty = max(0, case.sq - case.sk) if case.causal else 0
     seen = out[:, n_empty:]
     if torch.isnan(out).any() or torch.isnan(lse).any():

@@ -16,6 +16,7 @@ the same bf16/fp16 values in fp32, so only summation order separates it from the
 """
 
 import math
+import os
 import zlib
 
 import pytest
@@ -191,3 +192,29 @@ def test_explain_says_native_for_a_plain_bf16_call():
     decision = assert_native(q, k, k)
     assert decision["reason"] == "", decision
     assert decision["block_m"] > 0 and decision["block_n"] > 0, decision
+
+
+HOPPER_FORCED_OFF = os.environ.get("FLASHSPLIT_DISABLE_HOPPER") == "1"
+
+
+@requires_native
+def test_long_sequences_run_the_hopper_kernels_unless_disabled(request):
+    """On the H100 the suite runs twice (scripts/gpu_check.sh): as shipped, where the Hopper
+    kernels must serve long sequences, and with FLASHSPLIT_DISABLE_HOPPER=1, where the portable
+    kernels must serve everything. Either run would pass vacuously on the wrong path."""
+    q, k, v = rand_qkv(generator_for(request), 1, 512, 512, 4, 4, 128, torch.bfloat16)
+    decision = assert_native(q, k, v)
+    if HOPPER_FORCED_OFF or DEVICE_CC != 90:
+        assert decision["kernel"] == "portable_mma", decision
+    else:
+        assert BUILD_INFO.get("hopper_kernels_built"), f"no sm_90a kernels in {BUILD_INFO}"
+        assert decision["kernel"] == "hopper_wgmma", decision
+        assert decision["block_n"] == 128, decision
+
+
+@requires_native
+def test_decode_runs_the_portable_narrow_tile(request):
+    q, k, v = rand_qkv(generator_for(request), 2, 1, 4096, 32, 8, 128, torch.bfloat16)
+    decision = assert_native(q, k, v)
+    assert decision["kernel"] == "portable_mma", decision
+    assert decision["block_m"] == 16, decision

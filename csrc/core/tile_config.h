@@ -47,12 +47,23 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
                                      : TileConfig{0, 0, 0, 0});
 }
 
-// Tiles of the Hopper (wgmma) kernel: 128 query rows of one head in two consumer warpgroups of
-// 64 rows plus a TMA producer warpgroup (12 warps), 128-key blocks, one block per SM (its
-// 160 KB of K/V stages at d=128, and 232 registers per consumer thread).
-constexpr TileConfig hopper_tile_config(int head_dim) {
-  return head_dim == 64 || head_dim == 128 ? TileConfig{128, 128, 12, 1, 1, false}
-                                           : TileConfig{0, 0, 0, 0};
+// Rows per block of the Hopper kernel at d=64: 192 (three consumer warpgroups) runs 13-16%
+// faster per row than 128 on long sequences (H100, benchmarks/NOTES.md), so it wins unless
+// its padding of the last tile costs more than that.
+constexpr int hopper_block_m(int head_dim, long long sq) {
+  if (head_dim != 64) return 128;
+  const long long padded_192 = (sq + 191) / 192 * 192, padded_128 = (sq + 127) / 128 * 128;
+  return padded_192 * 87 < padded_128 * 100 ? 192 : 128;
+}
+
+// Tiles of the Hopper (wgmma) kernel: block_m query rows of one head in consumer warpgroups of
+// 64 rows plus a TMA producer warpgroup, 128-key blocks, one block per SM (shared memory:
+// 160 KB of Q and K/V stages at d=128; registers: 232 per consumer thread with two consumers).
+constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20) {
+  return head_dim == 64 || head_dim == 128
+             ? TileConfig{hopper_block_m(head_dim, sq), 128, 4 + hopper_block_m(head_dim, sq) / 16, 1,
+                          1, false}
+             : TileConfig{0, 0, 0, 0};
 }
 
 // The Hopper kernel does not pack heads, so it wastes rows where the portable kernel would

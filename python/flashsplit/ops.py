@@ -9,7 +9,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import _native, reference
+from . import _native, autotune, reference
 
 
 def _strict_error(reason):
@@ -26,6 +26,9 @@ def attn_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: f
     decision = _native.gate_decision(q, k, v, causal, dropout_p, window_left, window_right,
                                      softcap, alibi_slopes is not None, num_splits)
     if decision["path"] == "native":
+        if num_splits == 0 and autotune.enabled():
+            # Only "auto" is tuned: an explicit num_splits is the caller's decision.
+            num_splits = autotune.choose_num_splits(q, k, v, softmax_scale, causal, decision)
         return _native.native_forward(q, k, v, softmax_scale, causal, num_splits)
     if strict or _native.strict_from_env():
         raise _strict_error(decision["reason"])

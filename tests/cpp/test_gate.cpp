@@ -273,3 +273,81 @@ TEST(Gate, NamesAreStable) {
 
 }  // namespace
 }  // namespace flashsplit
+
+// ---- Kernel family: the Hopper kernels where they are built, allowed and suited.
+namespace flashsplit {
+namespace {
+
+BuildInfo hopper_build() {
+  BuildInfo build = gpu_build();
+  build.hopper_kernels_built = true;
+  return build;
+}
+
+AttnProblem long_sequence_problem() {
+  AttnProblem p = admitted_problem();
+  p.sq = 4096; p.sk = 4096; p.h = 16; p.hk = 16; p.d = 128;
+  return p;
+}
+
+TEST(GateFamily, PicksHopperOnH100WhenBuilt) {
+  GateDecision decision = check_native(long_sequence_problem(), h100(), hopper_build());
+  ASSERT_TRUE(decision.ok) << decision.reason;
+  EXPECT_EQ(decision.family, KernelFamily::kHopperWgmma);
+  EXPECT_STREQ(kernel_family_name(decision.family), "hopper_wgmma");
+}
+
+TEST(GateFamily, FallsBackToPortableWhenHopperIsNotPossible) {
+  AttnProblem p = long_sequence_problem();
+  // Not built for sm_90a.
+  EXPECT_EQ(check_native(p, h100(), gpu_build()).family, KernelFamily::kPortableMma);
+  // Switched off (FLASHSPLIT_DISABLE_HOPPER=1 in the torch layer).
+  EXPECT_EQ(check_native(p, h100(), hopper_build(), false, /*allow_hopper=*/false).family,
+            KernelFamily::kPortableMma);
+  // Another GPU (untested archs allowed so the gate admits it at all).
+  DeviceInfo a100{Vendor::kNvidia, 80, 108, 163 * 1024};
+  EXPECT_EQ(check_native(p, a100, hopper_build(), /*allow_untested_arch=*/true).family,
+            KernelFamily::kPortableMma);
+  // An expanded (stride 0) input TMA cannot describe.
+  p.tma_describable = false;
+  EXPECT_EQ(check_native(p, h100(), hopper_build()).family, KernelFamily::kPortableMma);
+}
+
+TEST(GateFamily, DecodeAndShortGqaQueriesStayPortable) {
+  AttnProblem p = long_sequence_problem();
+  p.sq = 1; p.h = 32; p.hk = 8;  // 4 packed rows: the narrow tile
+  EXPECT_EQ(check_native(p, h100(), hopper_build()).family, KernelFamily::kPortableMma);
+  p.sq = 16;  // 64 packed rows fill one portable tile; Hopper would pad each head to 128
+  EXPECT_EQ(check_native(p, h100(), hopper_build()).family, KernelFamily::kPortableMma);
+  p.sq = 64;
+  EXPECT_EQ(check_native(p, h100(), hopper_build()).family, KernelFamily::kHopperWgmma);
+  p.sq = 20; p.h = 8; p.hk = 8;  // MHA: nothing to pack, Hopper's tile is no emptier
+  EXPECT_EQ(check_native(p, h100(), hopper_build()).family, KernelFamily::kHopperWgmma);
+}
+
+TEST(GateFamily, TilesFollowTheFamily) {
+  AttnProblem p = long_sequence_problem();
+  TileConfig hopper = tiles_for(KernelFamily::kHopperWgmma, p);
+  EXPECT_EQ(hopper.block_m, 128);
+  EXPECT_EQ(hopper.block_n, 128);
+  EXPECT_FALSE(hopper.packs_heads);
+  p.d = 64;
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
+  p.sq = 128;  // one 128-row tile beats a 192-row tile that is one third padding
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
+  TileConfig portable = tiles_for(KernelFamily::kPortableMma, p);
+  EXPECT_EQ(portable.block_m, portable_tile_config(64).block_m);
+  EXPECT_TRUE(portable.packs_heads);
+  EXPECT_EQ(tiles_for(KernelFamily::kNone, p).block_m, 0);
+}
+
+TEST(GateFamily, ForwardBlocksCountHeadsOrGroups) {
+  // b=2, sq=300, h=8, hk=2: Hopper tiles one head's 300 rows (3 tiles of 128) per query head;
+  // portable packs 4 heads -> 1200 rows per k/v head (10 tiles of 128).
+  TileConfig hopper = hopper_tile_config(128, 300);
+  EXPECT_EQ(forward_blocks(2, 300, 8, 2, hopper), 2 * 8 * 3);
+  EXPECT_EQ(forward_blocks(2, 300, 8, 2, portable_tile_config(128)), 2 * 2 * 10);
+}
+
+}  // namespace
+}  // namespace flashsplit

@@ -34,11 +34,15 @@ struct HopperFwdParams {
   AttnFwdParams p;
 };
 
-template <int D>
+// The shipped shapes come from hopper_tile_config; the other parameters exist so benchmarks of
+// alternatives (rows per block, overlap on or off) need no edit here.
+template <int D, int BlockM, bool Overlap = (D == 128)>
 struct HopperTiles {
-  static constexpr TileConfig kConfig = hopper_tile_config(D);
-  static constexpr int kBlockM = kConfig.block_m;
-  static constexpr int kBlockN = kConfig.block_n;
+  static constexpr int kBlockM = BlockM;
+  static constexpr int kBlockN = hopper_tile_config(D).block_n;
+  // Overlap a block's S = Q K^T and softmax with the previous block's P V (measured: helps at
+  // d=128, hurts at d=64; benchmarks/NOTES.md).
+  static constexpr bool kOverlap = Overlap;
   static constexpr int kConsumers = kBlockM / 64;           // warpgroups of 64 rows
   static constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
   static constexpr int kStages = D == 64 ? 3 : 2;
@@ -52,8 +56,8 @@ struct HopperTiles {
   static constexpr int kSmemBytes =
       1024 + kTileBytesQ + 2 * kStages * kTileBytesKV + kBarrierBytes;
   // setmaxnreg budgets: 128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 64K.
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = 232;
+  static constexpr int kProducerRegs = kConsumers == 2 ? 40 : 32;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
   static_assert(kBlockN == 128, "wgmma_qk is written for 128-key blocks");
   static_assert(kBlockM % 64 == 0 && kConsumers >= 1, "consumers own 64 rows each");
   static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536,
@@ -87,11 +91,10 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-template <class Elem, int D, bool Causal, bool Split>
-__global__ void __launch_bounds__(HopperTiles<D>::kThreads, 1)
+template <class Elem, int D, bool Causal, bool Split, class Tiles>
+__global__ void __launch_bounds__(Tiles::kThreads, 1)
     hopper_fwd_kernel(const __grid_constant__ HopperFwdParams hp) {
 #if FS_HAS_WGMMA
-  using Tiles = HopperTiles<D>;
   constexpr int BM = Tiles::kBlockM, BN = Tiles::kBlockN, kStages = Tiles::kStages;
   const AttnFwdParams& p = hp.p;
 
@@ -171,7 +174,7 @@ __global__ void __launch_bounds__(HopperTiles<D>::kThreads, 1)
   const int consumer = warpgroup - 1;
   const int warp_in_group = (threadIdx.x / 32) % 4;
   const int quad_row = lane / 4, quad_col = lane % 4;
-  // This thread's two rows (i = 0, 1: row and row + 8 of its warp's 16).
+  // This thread's two rows (r = 0, 1: row and row + 8 of its warp's 16).
   const int row0 = m0 + consumer * 64 + warp_in_group * 16 + quad_row;
 
   const float scale_log2 = fmaxf(fabsf(p.softmax_scale) * static_cast<float>(M_LOG2E), FLT_MIN);
@@ -179,105 +182,163 @@ __global__ void __launch_bounds__(HopperTiles<D>::kThreads, 1)
 
   float o[D / 2];
   float s[BN / 2];
+  uint32_t pa[BN / 16][4];  // P of the block whose P V is in flight
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) s[i] = 0.f;
   float row_max[2] = {-INFINITY, -INFINITY};  // of the raw scores (sign-flipped if scale < 0)
   float row_sum[2] = {0.f, 0.f};              // this thread's partial; quad-reduced at the end
+  float rescale[2];
 
-  if (range.begin < range.end) {
-    const uint32_t q_addr = smem_u32(sQ) + consumer * 64 * 128;
+  const uint32_t q_addr = smem_u32(sQ) + consumer * 64 * 128;
+  const uint32_t k_base = smem_u32(sK), v_base = smem_u32(sV);
+  // S = Q K^T for the block in `stage`: D/16 k-steps, each 32 B further along a slab's rows.
+  auto issue_qk = [&](int stage) {
+    const uint32_t k_addr = k_base + stage * Tiles::kTileBytesKV;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t offset = (kk % 4) * 32u;
+      wgmma_qk<Elem>(s, desc_k_major(q_addr + (kk / 4) * Tiles::kSlabBytesQ + offset),
+                     desc_k_major(k_addr + (kk / 4) * Tiles::kSlabBytesKV + offset), kk > 0);
+    }
+    wgmma_commit();
+  };
+  // O += P V for the block in `stage`: 16 keys per k-step = 2048 B of V rows further on.
+  auto issue_pv = [&](int stage) {
+    const uint32_t v_addr = v_base + stage * Tiles::kTileBytesKV;
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+      wgmma_pv<Elem, D>(o, pa[kk], desc_mn_major(v_addr + kk * 2048, Tiles::kSlabBytesKV), 1);
+    wgmma_commit();
+  };
+  // Every consumer warp frees a stage's K or V once its reads are complete.
+  auto release = [&](uint64_t* empty) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty);
+  };
+  // Scores of key block n -> probabilities (in s), running max and sum, and rescale[] for O.
+  auto softmax = [&](int n) {
+    if (negate_scores) {
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) s[i] = -s[i];
+    }
+    // Mask keys past sk and, if causal, keys a row may not see (only blocks that need it).
+    const int n0 = n * BN;
+    if (n0 + BN > p.sk || (Causal && n0 + BN - 1 > m0 + p.sk - p.sq)) {
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) {
+        const int key = n0 + (i / 4) * 8 + quad_col * 2 + (i % 2);
+        const int query = row0 + ((i / 2) % 2) * 8;
+        const int limit = Causal ? min(p.sk - 1, query + p.sk - p.sq) : p.sk - 1;
+        if (key > limit) s[i] = -INFINITY;
+      }
+    }
+    // Registers 4j + 2r + {0, 1} belong to row r.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+        tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+      const float new_max = fmaxf(row_max[r], quad_max(tile_max));
+      // A row that has seen only masked keys keeps max -inf; subtracting 0 keeps exp2 at 0.
+      const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
+      rescale[r] = fast_exp2(row_max[r] * scale_log2 - base);
+      row_max[r] = new_max;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        s[4 * j + 2 * r] = fast_exp2(fmaf(s[4 * j + 2 * r], scale_log2, -base));
+        s[4 * j + 2 * r + 1] = fast_exp2(fmaf(s[4 * j + 2 * r + 1], scale_log2, -base));
+        sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
+      }
+      row_sum[r] = row_sum[r] * rescale[r] + sum;
+    }
+  };
+  auto rescale_o = [&]() {
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      o[4 * j + 0] *= rescale[0];
+      o[4 * j + 1] *= rescale[0];
+      o[4 * j + 2] *= rescale[1];
+      o[4 * j + 3] *= rescale[1];
+    }
+  };
+  // P in the register-A layout: two adjacent n8 score tiles are one m64k16 A fragment.
+  auto pack_p = [&]() {
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      pa[kk][0] = pack2<Elem>(s[8 * kk + 0], s[8 * kk + 1]);
+      pa[kk][1] = pack2<Elem>(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = pack2<Elem>(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = pack2<Elem>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+  };
+
+  if (range.begin < range.end && !Tiles::kOverlap) {
     mbar_wait(q_full, 0);
     int stage = 0;
     uint32_t phase = 0;
     for (int n = range.end - 1; n >= range.begin; --n) {
-      const uint32_t k_addr = smem_u32(sK) + stage * Tiles::kTileBytesKV;
-      const uint32_t v_addr = smem_u32(sV) + stage * Tiles::kTileBytesKV;
-
-      // S = Q K^T: D/16 k-steps of 16, each 32 B further along the 128-B rows of a slab.
       mbar_wait(&k_full[stage], phase);
       wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const uint32_t offset = (kk % 4) * 32;
-        wgmma_qk<Elem>(s, desc_k_major(q_addr + (kk / 4) * Tiles::kSlabBytesQ + offset),
-                       desc_k_major(k_addr + (kk / 4) * Tiles::kSlabBytesKV + offset), kk > 0);
-      }
-      wgmma_commit();
+      issue_qk(stage);
       wgmma_wait<0>();
       fence_accumulators(s);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&k_empty[stage]);
-
-      if (negate_scores) {
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) s[i] = -s[i];
-      }
-      // Mask keys past sk and, if causal, keys a row may not see (only blocks that need it).
-      const int n0 = n * BN;
-      if (n0 + BN > p.sk || (Causal && n0 + BN - 1 > m0 + p.sk - p.sq)) {
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) {
-          const int key = n0 + (i / 4) * 8 + quad_col * 2 + (i % 2);
-          const int query = row0 + ((i / 2) % 2) * 8;
-          const int limit = Causal ? min(p.sk - 1, query + p.sk - p.sq) : p.sk - 1;
-          if (key > limit) s[i] = -INFINITY;
-        }
-      }
-
-      // Online softmax for the thread's two rows (registers 4j + 2r + {0, 1} are row r).
-      float rescale[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float tile_max = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-        const float new_max = fmaxf(row_max[r], quad_max(tile_max));
-        // A row that has seen only masked keys keeps max -inf; subtracting 0 keeps exp2 at 0.
-        const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
-        rescale[r] = fast_exp2(row_max[r] * scale_log2 - base);
-        row_max[r] = new_max;
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-          s[4 * j + 2 * r] = fast_exp2(fmaf(s[4 * j + 2 * r], scale_log2, -base));
-          s[4 * j + 2 * r + 1] = fast_exp2(fmaf(s[4 * j + 2 * r + 1], scale_log2, -base));
-          sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
-        }
-        row_sum[r] = row_sum[r] * rescale[r] + sum;
-      }
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o[4 * j + 0] *= rescale[0];
-        o[4 * j + 1] *= rescale[0];
-        o[4 * j + 2] *= rescale[1];
-        o[4 * j + 3] *= rescale[1];
-      }
-
-      // P in the register-A layout: two adjacent n8 score tiles are one m64k16 A fragment.
-      uint32_t pa[BN / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        pa[kk][0] = pack2<Elem>(s[8 * kk + 0], s[8 * kk + 1]);
-        pa[kk][1] = pack2<Elem>(s[8 * kk + 2], s[8 * kk + 3]);
-        pa[kk][2] = pack2<Elem>(s[8 * kk + 4], s[8 * kk + 5]);
-        pa[kk][3] = pack2<Elem>(s[8 * kk + 6], s[8 * kk + 7]);
-      }
-
-      // O += P V: 16 keys per k-step = 2048 B of V rows further on.
+      release(&k_empty[stage]);
+      softmax(n);
+      rescale_o();
+      pack_p();
       mbar_wait(&v_full[stage], phase);
       wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk)
-        wgmma_pv<Elem, D>(o, pa[kk], desc_mn_major(v_addr + kk * 2048, Tiles::kSlabBytesKV), 1);
-      wgmma_commit();
+      issue_pv(stage);
       wgmma_wait<0>();
       fence_accumulators(o);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&v_empty[stage]);
+      release(&v_empty[stage]);
       if (++stage == kStages) stage = 0, phase ^= 1;
     }
+  }
+  if (range.begin < range.end && Tiles::kOverlap) {
+    mbar_wait(q_full, 0);
+    // The last key block (first in walk order) alone: S, softmax, P.
+    int stage = 0;
+    uint32_t phase = 0;
+    mbar_wait(&k_full[0], 0);
+    wgmma_fence();
+    issue_qk(0);
+    wgmma_wait<0>();
+    fence_accumulators(s);
+    release(&k_empty[0]);
+    softmax(range.end - 1);
+    pack_p();
+    // Then each further block overlaps its S = Q K^T and softmax with the previous block's
+    // O += P V on the tensor cores; O is rescaled once that P V has landed.
+    for (int n = range.end - 2; n >= range.begin; --n) {
+      const int prev_stage = stage;
+      const uint32_t prev_phase = phase;
+      if (++stage == kStages) stage = 0, phase ^= 1;
+      mbar_wait(&k_full[stage], phase);
+      wgmma_fence();
+      issue_qk(stage);
+      mbar_wait(&v_full[prev_stage], prev_phase);
+      issue_pv(prev_stage);
+      wgmma_wait<1>();  // S done (groups complete in order), P V may still run
+      fence_accumulators(s);
+      release(&k_empty[stage]);
+      softmax(n);
+      wgmma_wait<0>();
+      fence_accumulators(o);
+      release(&v_empty[prev_stage]);
+      rescale_o();
+      pack_p();
+    }
+    mbar_wait(&v_full[stage], phase);
+    wgmma_fence();
+    issue_pv(stage);
+    wgmma_wait<0>();
+    fence_accumulators(o);
+    release(&v_empty[stage]);
   }
 
   // Epilogue: normalise, then write either the output or this split's partial.

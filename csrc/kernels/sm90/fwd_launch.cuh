@@ -8,10 +8,9 @@
 namespace flashsplit {
 namespace sm90 {
 
-template <class Elem, int D, bool Causal, bool Split>
+template <class Elem, int D, bool Causal, bool Split, class Tiles>
 void launch_variant(const HopperFwdParams& hp, gpuStream_t stream) {
-  using Tiles = HopperTiles<D>;
-  auto kernel = hopper_fwd_kernel<Elem, D, Causal, Split>;
+  auto kernel = hopper_fwd_kernel<Elem, D, Causal, Split, Tiles>;
   FS_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
                                    Tiles::kSmemBytes));
   const AttnFwdParams& p = hp.p;
@@ -21,9 +20,8 @@ void launch_variant(const HopperFwdParams& hp, gpuStream_t stream) {
   FS_LAUNCH_CHECK("hopper_fwd_kernel launch");
 }
 
-template <class Elem, int D>
-void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
-  using Tiles = HopperTiles<D>;
+template <int D, class Tiles>
+HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
   HopperFwdParams hp;
   hp.p = params;
   hp.q_map = make_head_tile_map("q", params.q, params.elem, D, params.sq, params.h, params.b,
@@ -35,12 +33,29 @@ void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
   hp.v_map = make_head_tile_map("v", params.v, params.elem, D, params.sk, params.hk, params.b,
                                 params.v_row_stride, params.v_head_stride, params.v_batch_stride,
                                 Tiles::kBlockN);
+  return hp;
+}
+
+template <class Elem, int D, class Tiles>
+void launch_with_tiles(const AttnFwdParams& params, gpuStream_t stream) {
+  const HopperFwdParams hp = make_hopper_params<D, Tiles>(params);
   const bool split = params.num_splits > 1;
   if (params.causal) {
-    split ? launch_variant<Elem, D, true, true>(hp, stream) : launch_variant<Elem, D, true, false>(hp, stream);
+    split ? launch_variant<Elem, D, true, true, Tiles>(hp, stream)
+          : launch_variant<Elem, D, true, false, Tiles>(hp, stream);
   } else {
-    split ? launch_variant<Elem, D, false, true>(hp, stream)
-          : launch_variant<Elem, D, false, false>(hp, stream);
+    split ? launch_variant<Elem, D, false, true, Tiles>(hp, stream)
+          : launch_variant<Elem, D, false, false, Tiles>(hp, stream);
+  }
+}
+
+// Rows per block follow hopper_tile_config, which the heuristic modelled too.
+template <class Elem, int D>
+void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
+  if (hopper_block_m(D, params.sq) == 192) {
+    launch_with_tiles<Elem, D, HopperTiles<D, 192>>(params, stream);
+  } else {
+    launch_with_tiles<Elem, D, HopperTiles<D, 128>>(params, stream);
   }
 }
 
