@@ -16,11 +16,21 @@ Evaluate mode (any machine):
   ported back to C++ by hand. Its agreement with the recorded G is printed so a drifting mirror
   is noticed. --search grid-searches the model's constants.
 
+Each raw row records the kernel family that ran ("kernel": "portable_mma" or "hopper_wgmma",
+from explain; CSVs older than the column read as portable_mma) and the decision's tiles:
+block_m / block_n, grid_blocks (thread blocks per split) and blocks_per_sm, all from
+flashsplit.explain when it reports them (older builds: from the model below). The grid depends
+on the family (forward_blocks in csrc/core/tile_config.h): the portable kernel packs the h / hk
+query heads of a k/v group into the rows of one tile, so its grid is
+b * hk * ceil(sq * (h / hk) / block_m); the Hopper kernel's tiles hold one head's rows, so its
+grid is b * h * ceil(sq / block_m), with block_m = hopper_block_m(d, sq) (128; at d = 64, 192
+when ceil(sq / 192) * 192 * 87 < ceil(sq / 128) * 128 * 100), 128-key blocks and one block per
+SM. The model (model_family picks the family as the gate does; --evaluate uses the family
+recorded in each row) scores a CSV against the tiles that actually ran.
+
 Report: per shape, regret = time at the heuristic's G / best measured time; the geometric mean
-and the worst shapes; and, on grids that already fill the GPU (grid blocks >= SMs *
-blocks_per_sm, where the kernel's grid is b * hk * ceil(sq * (h / hk) / block_m) because it packs
-the query heads of a k/v group into one tile, block_m from explain), how often the heuristic is
-> 2 % slower than G = 1.
+and the worst shapes; and, on grids that already fill the GPU (the row's grid_blocks >=
+SMs * the row's blocks_per_sm), how often the heuristic is > 2 % slower than G = 1.
 
 Exit codes: 0 ok, 2 no CUDA device (measure mode), 3 flashsplit not built with GPU kernels.
 """
@@ -52,9 +62,9 @@ GRID = OrderedDict(
 )
 CANDIDATE_SPLITS = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64,
                     80, 96, 112, 128]
-RAW_FIELDS = ["b", "h", "hk", "sq", "sk", "d", "causal", "dtype", "sms", "block_m", "block_n",
-              "blocks_per_sm", "key_blocks", "grid_blocks", "heuristic_g", "requested_g", "g",
-              "ms", "p10_ms", "p90_ms", "status"]
+RAW_FIELDS = ["b", "h", "hk", "sq", "sk", "d", "causal", "dtype", "sms", "kernel", "block_m",
+              "block_n", "blocks_per_sm", "key_blocks", "grid_blocks", "heuristic_g",
+              "requested_g", "g", "ms", "p10_ms", "p90_ms", "status"]
 SLOWER_THAN_G1 = 1.02  # "more than 2 % slower than no split"
 
 
@@ -78,25 +88,80 @@ CONSTANT_FIELDS = ("slots_per_sm_wide", "slots_per_sm_narrow", "block_overhead",
                    "split_latency", "max_splits", "min_key_blocks_per_split")
 
 
+# Kernel families, named as flashsplit.explain reports them (kernel_family_name in gate.cpp).
+PORTABLE = "portable_mma"
+HOPPER = "hopper_wgmma"
+
 # Tile table and narrow-tile threshold as last mirrored by hand; load_cpp_tables() refreshes
 # them from csrc/core/tile_config.h so the model follows the kernels without edits here.
+# TILES mirrors portable_tile_config: (head_dim, narrow) -> (block_m, block_n, blocks_per_sm).
 TILES = {(64, True): (16, 64, 6), (128, True): (16, 32, 6),
          (64, False): (128, 64, 2), (128, False): (128, 64, 1)}
 NARROW_MAX_ROWS = 16
+# HOPPER_TILES mirrors hopper_block_m + hopper_tile_config (tile_config.h): head dims with a
+# Hopper kernel; tall_d, the one head dim that may take tall tiles; base_m / tall_m, its rows
+# per block; tall_pct / base_pct, the cost weights of hopper_block_m's padding test
+# (ceil(sq / tall_m) * tall_m * tall_pct < ceil(sq / base_m) * base_m * base_pct -> tall_m);
+# block_n and blocks_per_sm. Its tiles hold one query head's rows (packs_heads = false).
+HOPPER_TILES = dict(head_dims=(64, 128), tall_d=64, base_m=128, tall_m=192, tall_pct=87,
+                    base_pct=100, block_n=128, blocks_per_sm=1)
 TABLE_SOURCE = "built-in copy"
 DEFAULT_CONSTANTS = ModelConstants()
 
 
+def _cpp_function(text, signature):
+    """The body of the constexpr function whose declaration starts with signature."""
+    body = text[text.index(signature):]
+    return body[:body.index("\n}")]
+
+
+def _groups(pattern, text, where, flags=0):
+    """re.search(pattern, text).groups(), or a ValueError naming the C++ function (where)."""
+    match = re.search(pattern, text, flags)
+    if match is None:
+        raise ValueError(f"{where} no longer has the mirrored form /{pattern}/")
+    return match.groups()
+
+
+def _parse_hopper_tiles(text):
+    """HOPPER_TILES' values from hopper_block_m and hopper_tile_config; ValueError (or
+    IndexError) when their shape is no longer the one mirrored here."""
+    block_m_body = _cpp_function(text, "constexpr int hopper_block_m(int head_dim")
+    tall_d, base_default = map(int, _groups(r"if \(head_dim != (\d+)\) return (\d+);",
+                                            block_m_body, "hopper_block_m"))
+    padded = {int(name): (int(add), int(div), int(mul)) for name, add, div, mul in re.findall(
+        r"padded_(\d+) = \(sq \+ (\d+)\) / (\d+) \* (\d+)", block_m_body)}
+    if any(add != n - 1 or div != n or mul != n for n, (add, div, mul) in padded.items()):
+        raise ValueError(f"hopper_block_m pads unexpectedly: {padded}")
+    tall_m, tall_pct, base_m, base_pct, yes, no = map(int, _groups(
+        r"return padded_(\d+) \* (\d+) < padded_(\d+) \* (\d+) \? (\d+) : (\d+);",
+        block_m_body, "hopper_block_m"))
+    if set(padded) != {tall_m, base_m} or (yes, no) != (tall_m, base_m) or \
+            base_default != base_m:
+        raise ValueError("hopper_block_m no longer picks between two padded tile heights")
+    config_body = _cpp_function(text, "constexpr TileConfig hopper_tile_config(int head_dim")
+    head_dims = tuple(int(x) for x in re.findall(
+        r"head_dim == (\d+)", config_body.split("?", 1)[0]))
+    block_n, blocks_per_sm, _m_tiles, packs = _groups(
+        r"TileConfig\{hopper_block_m\(head_dim, sq\),\s*(\d+),.*?,\s*(\d+),\s*(\d+),\s*"
+        r"(true|false)\}", config_body, "hopper_tile_config", re.DOTALL)
+    if not head_dims or packs != "false":
+        raise ValueError(f"hopper_tile_config: head dims {head_dims}, packs_heads {packs}")
+    return dict(head_dims=head_dims, tall_d=tall_d, base_m=base_m, tall_m=tall_m,
+                tall_pct=tall_pct, base_pct=base_pct, block_n=int(block_n),
+                blocks_per_sm=int(blocks_per_sm))
+
+
 def load_cpp_tables(repo=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))):
-    """Reads portable_tile_config's TileConfig{block_m, block_n, warps, blocks_per_sm} entries
-    and kNarrowMaxRows from tile_config.h, and the constants' defaults from split_heuristic.h.
-    Keeps the built-in values (and says so in the report) when the headers do not parse."""
+    """Reads portable_tile_config's TileConfig{block_m, block_n, warps, blocks_per_sm} entries,
+    kNarrowMaxRows and the Hopper tiles (hopper_block_m, hopper_tile_config) from
+    tile_config.h, and the constants' defaults from split_heuristic.h. Keeps the built-in
+    values (and says so in the report) when the headers do not parse."""
     global NARROW_MAX_ROWS, TABLE_SOURCE, DEFAULT_CONSTANTS
     try:
         with open(os.path.join(repo, "csrc", "core", "tile_config.h")) as fh:
             text = fh.read()
-        body = text[text.index("portable_tile_config(int head_dim"):]
-        body = body[:body.index("\n}")]
+        body = _cpp_function(text, "portable_tile_config(int head_dim")
         narrow_part, wide_part = body.split("\n                : (", 1) if \
             "\n                : (" in body else body.split(": (head_dim", 1)
         tiles = {}
@@ -107,6 +172,7 @@ def load_cpp_tables(repo=os.path.dirname(os.path.dirname(os.path.abspath(__file_
         if len(tiles) != 4:
             raise ValueError(f"found {len(tiles)} TileConfig entries, expected 4")
         max_rows = int(re.search(r"kNarrowMaxRows\s*=\s*(\d+)", text).group(1))
+        hopper = _parse_hopper_tiles(text)
         with open(os.path.join(repo, "csrc", "core", "split_heuristic.h")) as fh:
             heur = fh.read()
         body = heur[heur.index("struct SplitHeuristicConstants"):]
@@ -123,14 +189,35 @@ def load_cpp_tables(repo=os.path.dirname(os.path.dirname(os.path.abspath(__file_
         TABLE_SOURCE = f"built-in copy (could not read the C++ headers: {exc})"
         return
     TILES.update(tiles)
+    HOPPER_TILES.update(hopper)
     NARROW_MAX_ROWS = max_rows
     DEFAULT_CONSTANTS = ModelConstants(**defaults)
     TABLE_SOURCE = "csrc/core/tile_config.h + split_heuristic.h"
 
 
 def packed_rows(sq, h, hk):
-    """The kernel packs the h / hk query heads sharing a k/v head into the rows of one tile."""
+    """The portable kernel packs the h / hk query heads sharing a k/v head into one tile."""
     return sq * (h // hk)
+
+
+def use_narrow_tiles(sq, h, hk):
+    """Mirror of use_narrow_tiles: decode-sized calls run the portable kernel's narrow tile."""
+    return packed_rows(sq, h, hk) <= NARROW_MAX_ROWS
+
+
+def use_hopper_tiles(sq, h, hk):
+    """Mirror of use_hopper_tiles: the Hopper kernel does not pack heads, so it serves a call
+    only when it is not a narrow-tile decode and there is no group to pack or each head brings
+    sq >= 64 rows (half a tile)."""
+    return not use_narrow_tiles(sq, h, hk) and (h == hk or sq >= 64)
+
+
+def model_family(sq, h, hk, cc=90, hopper_built=True):
+    """Mirror of check_native's family choice for a call the gate admits: the Hopper kernel on
+    compute capability 9.0 when the build has it and use_hopper_tiles holds. Assumes what the
+    model cannot see: inputs are TMA-describable (no expanded dims) and FLASHSPLIT_DISABLE_HOPPER
+    is unset (pass hopper_built=False to model either)."""
+    return HOPPER if cc == 90 and hopper_built and use_hopper_tiles(sq, h, hk) else PORTABLE
 
 
 def model_tiles(d, narrow=False):
@@ -138,28 +225,58 @@ def model_tiles(d, narrow=False):
     return TILES.get((d, narrow), (0, 0, 0))
 
 
-def model_tiles_for(sq, h, hk, d):
-    return model_tiles(d, narrow=packed_rows(sq, h, hk) <= NARROW_MAX_ROWS)
+def hopper_block_m(d, sq):
+    """Mirror of hopper_block_m: tall tiles at tall_d unless their last-tile padding costs more
+    than their faster rows save."""
+    t = HOPPER_TILES
+    if d != t["tall_d"]:
+        return t["base_m"]
+    padded_tall = -(-sq // t["tall_m"]) * t["tall_m"]
+    padded_base = -(-sq // t["base_m"]) * t["base_m"]
+    return t["tall_m"] if padded_tall * t["tall_pct"] < padded_base * t["base_pct"] else t["base_m"]
 
 
-def grid_blocks(b, h, hk, sq, block_m):
-    """One thread block per (batch, k/v head, tile of packed rows)."""
-    return b * hk * math.ceil(packed_rows(sq, h, hk) / block_m)
+def hopper_tiles(d, sq):
+    """Mirror of hopper_tile_config: (block_m, block_n, blocks_per_sm)."""
+    t = HOPPER_TILES
+    if d not in t["head_dims"]:
+        return (0, 0, 0)
+    return (hopper_block_m(d, sq), t["block_n"], t["blocks_per_sm"])
+
+
+def model_tiles_for(sq, h, hk, d, kernel=PORTABLE):
+    """Mirror of tiles_for(family, problem): (block_m, block_n, blocks_per_sm) of the kernel
+    family that runs (default the portable kernel, as before the Hopper family existed)."""
+    if kernel == HOPPER:
+        return hopper_tiles(d, sq)
+    return model_tiles(d, narrow=use_narrow_tiles(sq, h, hk))
+
+
+def grid_blocks(b, h, hk, sq, block_m, kernel=PORTABLE):
+    """Mirror of forward_blocks: thread blocks per split. The portable kernel runs one block per
+    (batch, k/v head, tile of packed rows); the Hopper kernel (packs_heads = false) one per
+    (batch, query head, tile of that head's rows)."""
+    if block_m <= 0:
+        return 0
+    if kernel == HOPPER:
+        return b * h * -(-sq // block_m)
+    return b * hk * -(-packed_rows(sq, h, hk) // block_m)
 
 
 load_cpp_tables()
 
 
-def model_num_splits(b, h, hk, sq, sk, d, sms, constants=None, tiles=None):
-    """Mirror of choose_num_splits. tiles = (block_m, block_n, blocks_per_sm); the cost model
-    does not use blocks_per_sm (its slots per SM are constants)."""
+def model_num_splits(b, h, hk, sq, sk, d, sms, constants=None, tiles=None, kernel=PORTABLE):
+    """Mirror of choose_num_splits for the given kernel family. tiles = (block_m, block_n,
+    blocks_per_sm), default the family's (model_tiles_for); the cost model does not use
+    blocks_per_sm (its slots per SM are constants)."""
     constants = constants or DEFAULT_CONSTANTS
-    block_m, block_n, _ = tiles or model_tiles_for(sq, h, hk, d)
+    block_m, block_n, _ = tiles or model_tiles_for(sq, h, hk, d, kernel)
     if block_m <= 0 or block_n <= 0 or sms <= 0:
         return 1
     narrow = block_m <= NARROW_MAX_ROWS
     slots = sms * (constants.slots_per_sm_narrow if narrow else constants.slots_per_sm_wide)
-    grid = grid_blocks(b, h, hk, sq, block_m)
+    grid = grid_blocks(b, h, hk, sq, block_m, kernel)
     n_blocks = -(-sk // block_n)
     if grid <= 0 or n_blocks <= 1 or slots <= 0:
         return 1
@@ -205,7 +322,8 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--blocks-per-sm", type=int, default=None,
-                   help="resident blocks per SM for the 'fills the GPU' test (default: model)")
+                   help="resident blocks per SM for the 'fills the GPU' test (default: each "
+                        "row's recorded blocks_per_sm)")
     # The model's constants (defaults read from csrc/core/split_heuristic.h).
     p.add_argument("--slots-per-sm-wide", type=float, default=DEFAULT_CONSTANTS.slots_per_sm_wide)
     p.add_argument("--slots-per-sm-narrow", type=float,
@@ -257,15 +375,20 @@ def measure(args):
                 T.progress(f"skip {shape}: reference path ({auto.get('reason')})")
                 continue
             block_m, block_n = int(auto["block_m"]), int(auto["block_n"])
+            kernel = auto.get("kernel") or PORTABLE
             n_blocks = math.ceil(sk / block_n)
             heuristic_g = int(auto["num_splits"])
             gs = sorted({g for g in args.split_list if g <= n_blocks} | {1, heuristic_g})
-            # blocks_per_sm is not reported by explain: it comes from the model's tile table.
-            per_sm = model_tiles_for(sq, h, hk, d)[2]
-            common = dict(shape, dtype=args.dtype, sms=sms, block_m=block_m, block_n=block_n,
-                          blocks_per_sm=per_sm, key_blocks=n_blocks,
-                          grid_blocks=grid_blocks(b, h, hk, sq, block_m),
-                          heuristic_g=heuristic_g)
+            # The decision's grid and residency as explain reports them; builds whose explain
+            # predates those keys get the model's (forward_blocks / the family's tile table).
+            grid = auto.get("grid_blocks")
+            grid = int(grid) if grid is not None else grid_blocks(b, h, hk, sq, block_m, kernel)
+            per_sm = auto.get("blocks_per_sm")
+            per_sm = int(per_sm) if per_sm is not None else \
+                model_tiles_for(sq, h, hk, d, kernel)[2]
+            common = dict(shape, dtype=args.dtype, sms=sms, kernel=kernel, block_m=block_m,
+                          block_n=block_n, blocks_per_sm=per_sm, key_blocks=n_blocks,
+                          grid_blocks=grid, heuristic_g=heuristic_g)
             line = []
             for g in gs:
                 row = dict(common, requested_g=g, g=None, ms=None, p10_ms=None, p90_ms=None,
@@ -286,7 +409,7 @@ def measure(args):
             fh.flush()
             shapes_done += 1
             T.progress(f"[{shapes_done} {time.perf_counter() - began:5.0f}s] b={b} h={h}/{hk} "
-                       f"sq={sq} sk={sk} d={d} causal={causal} heurG={heuristic_g} "
+                       f"sq={sq} sk={sk} d={d} causal={causal} {kernel} heurG={heuristic_g} "
                        f"ms {' '.join(line)}")
             del sets, q, k, v
             torch.cuda.empty_cache()
@@ -300,6 +423,8 @@ def load_raw(path):
     shapes = OrderedDict()
     with open(path, newline="") as fh:
         for row in csv.DictReader(fh):
+            # CSVs measured before the Hopper family existed have no kernel column: portable.
+            row["kernel"] = row.get("kernel") or PORTABLE
             key = tuple(row[k] for k in ("b", "h", "hk", "sq", "sk", "d", "causal", "dtype"))
             entry = shapes.setdefault(key, {"info": row, "times": {}})
             if row["status"] == "ok" and row["ms"]:
@@ -339,8 +464,10 @@ def score(shapes, choose, blocks_per_sm=None):
         regret = t / best
         regrets.append(regret)
         worst.append((regret, key, g, best_g, t, best, times[1]))
+        # The grid and residency the row recorded (explain's, for the family that ran); the
+        # model's tile table only where a row lacks blocks_per_sm.
         per_sm = blocks_per_sm or int(info.get("blocks_per_sm") or 0) or \
-            model_tiles_for(*(int(info[k]) for k in ("sq", "h", "hk", "d")))[2]
+            model_tiles_for(*(int(info[k]) for k in ("sq", "h", "hk", "d")), info["kernel"])[2]
         if int(info["grid_blocks"]) >= int(info["sms"]) * per_sm:
             filled += 1
             if t > SLOWER_THAN_G1 * times[1]:
@@ -379,10 +506,12 @@ def report_text(name, result, top=8):
 def model_chooser(constants):
     def choose(info):
         b, h, hk, sq, sk, d = (int(info[k]) for k in ("b", "h", "hk", "sq", "sk", "d"))
-        block_m, block_n, per_sm = model_tiles_for(sq, h, hk, d)
+        # The family that ran (recorded per row; portable for CSVs older than the column).
+        kernel = info["kernel"]
+        block_m, block_n, per_sm = model_tiles_for(sq, h, hk, d, kernel)
         # The measured tiles (explain's block_m / block_n) win over the model's table.
         tiles = (int(info["block_m"]) or block_m, int(info["block_n"]) or block_n, per_sm)
-        return model_num_splits(b, h, hk, sq, sk, d, int(info["sms"]), constants, tiles)
+        return model_num_splits(b, h, hk, sq, sk, d, int(info["sms"]), constants, tiles, kernel)
     return choose
 
 
@@ -410,11 +539,16 @@ def evaluate(args, raw_path):
     disagree = [(key, choose(e["info"]), int(e["info"]["heuristic_g"]))
                 for key, e in shapes.items() if choose(e["info"]) != int(e["info"]["heuristic_g"])]
     agree = len(shapes) - len(disagree)
-    lines = [f"tune_num_splits report from {raw_path}: {len(shapes)} shapes"]
+    families = OrderedDict()
+    for entry in shapes.values():
+        families[entry["info"]["kernel"]] = families.get(entry["info"]["kernel"], 0) + 1
+    lines = [f"tune_num_splits report from {raw_path}: {len(shapes)} shapes (kernel: " +
+             ", ".join(f"{name} {count}" for name, count in families.items()) + ")"]
     lines += report_text("flashsplit heuristic (G recorded by explain)", recorded)
     lines += report_text(f"Python MODEL with {constants_text(constants)}", model)
     lines += report_text("always G=1 (no split)", g1)
-    lines.append(f"model tiles from {TABLE_SOURCE}: {TILES}, narrow up to {NARROW_MAX_ROWS} rows")
+    lines.append(f"model tiles from {TABLE_SOURCE}: {PORTABLE} {TILES}, narrow up to "
+                 f"{NARROW_MAX_ROWS} rows; {HOPPER} {HOPPER_TILES}")
     lines.append(f"model with default constants agrees with the recorded C++ G on "
                  f"{agree}/{len(shapes)} shapes")
     if disagree:

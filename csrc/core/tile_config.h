@@ -73,6 +73,16 @@ constexpr bool use_hopper_tiles(long long sq, long long h, long long hk) {
   return !use_narrow_tiles(sq, h, hk) && (h == hk || sq >= 64);
 }
 
+// Whether the Hopper kernel runs persistent (one block per SM walking tiles, the next tile's
+// loads overlapping the current tile's epilogue) or one block per tile. Measured on the H100
+// (benchmarks/NOTES.md): persistent wins 12-15% where tiles are short (at most 16 key blocks,
+// non-causal), loses 3-8% on long non-causal tiles, and its static tile order unbalances causal
+// tiles of unequal length, so the hardware's dynamic block scheduling serves those.
+constexpr int kHopperPersistentMaxKeyBlocks = 16;
+constexpr bool hopper_persistent(long long sk, bool causal) {
+  return !causal && (sk + 127) / 128 <= kHopperPersistentMaxKeyBlocks;
+}
+
 // Thread blocks per split of the forward grid for these tiles.
 constexpr long long forward_blocks(long long b, long long sq, long long h, long long hk,
                                    const TileConfig& tiles) {

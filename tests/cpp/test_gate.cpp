@@ -351,3 +351,16 @@ TEST(GateFamily, ForwardBlocksCountHeadsOrGroups) {
 
 }  // namespace
 }  // namespace flashsplit
+
+namespace flashsplit {
+namespace {
+
+TEST(HopperSchedule, PersistentOnlyForShortNonCausalTiles) {
+  EXPECT_TRUE(hopper_persistent(1024, false));
+  EXPECT_TRUE(hopper_persistent(2048, false));   // 16 key blocks of 128
+  EXPECT_FALSE(hopper_persistent(2049, false));  // 17
+  EXPECT_FALSE(hopper_persistent(1024, true));   // causal: the hardware balances uneven tiles
+}
+
+}  // namespace
+}  // namespace flashsplit

@@ -52,7 +52,7 @@ struct HopperTiles {
   static constexpr int kTileBytesQ = kSlabs * kSlabBytesQ;
   static constexpr int kTileBytesKV = kSlabs * kSlabBytesKV;
   // Q, K stages, V stages, then the barriers; +1024 to align the start to a swizzle atom.
-  static constexpr int kBarrierBytes = (1 + 4 * kStages) * 8;
+  static constexpr int kBarrierBytes = (2 + 4 * kStages) * 8;
   static constexpr int kSmemBytes =
       1024 + kTileBytesQ + 2 * kStages * kTileBytesKV + kBarrierBytes;
   // setmaxnreg budgets: 128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 64K.
@@ -106,26 +106,40 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   unsigned char* sV = sK + kStages * Tiles::kTileBytesKV;    // stage s at sV + s * kTileBytesKV
   uint64_t* bars = reinterpret_cast<uint64_t*>(sV + kStages * Tiles::kTileBytesKV);
   uint64_t* q_full = bars;
-  uint64_t* k_full = bars + 1;
+  uint64_t* q_empty = bars + 1;
+  uint64_t* k_full = bars + 2;
   uint64_t* v_full = k_full + kStages;
   uint64_t* k_empty = v_full + kStages;
   uint64_t* v_empty = k_empty + kStages;
 
   const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x % 32;
-  // Causal tiles late in the sequence do the most work: start them first.
-  const int m_block = Causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  const int split = blockIdx.y;
-  const int batch = blockIdx.z / p.h, head = blockIdx.z % p.h;
-  const int kv_head = head / (p.h / p.hk);
-  const int m0 = m_block * BM;
-  const int last_query = min(m0 + BM - 1, p.sq - 1);
-  const int n_visible = visible_key_blocks(last_query + 1, p.sq, p.sk, BN, Causal);
-  const KeyBlockRange range =
-      Split ? split_key_blocks(n_visible, p.num_splits, split) : KeyBlockRange{0, n_visible};
+
+  // Persistent: each block walks tiles blockIdx.x, + gridDim.x, ... of the linear order
+  // (query tile fastest, then split, then batch * head), so while the consumers finish one
+  // tile's last P V and epilogue the producer already loads the next tile's Q, K and V.
+  const int m_blocks = (p.sq + BM - 1) / BM;
+  const int total_tiles = m_blocks * p.num_splits * p.b * p.h;
+  int m_block = 0, split = 0, batch = 0, head = 0, kv_head = 0, m0 = 0;
+  KeyBlockRange range{0, 0};
+  auto locate = [&](int tile) {
+    const int x = tile % m_blocks, rest = tile / m_blocks;
+    // Causal tiles late in the sequence do the most work: start them first.
+    m_block = Causal ? m_blocks - 1 - x : x;
+    split = rest % p.num_splits;
+    const int bh = rest / p.num_splits;
+    batch = bh / p.h;
+    head = bh % p.h;
+    kv_head = head / (p.h / p.hk);
+    m0 = m_block * BM;
+    const int last_query = min(m0 + BM - 1, p.sq - 1);
+    const int n_visible = visible_key_blocks(last_query + 1, p.sq, p.sk, BN, Causal);
+    range = Split ? split_key_blocks(n_visible, p.num_splits, split) : KeyBlockRange{0, n_visible};
+  };
 
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
+    mbar_init(q_empty, 4 * Tiles::kConsumers);
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&k_full[s], 1);
       mbar_init(&v_full[s], 1);
@@ -138,17 +152,23 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   __syncthreads();
 
   if (warpgroup == 0) {
-    // ---------------- Producer: one thread streams Q once, then (K, V) per key block.
+    // ---------------- Producer: one thread streams each tile's Q, then (K, V) per key block.
     release_registers<Tiles::kProducerRegs>();
-    if (threadIdx.x == 0 && range.begin < range.end) {
-      prefetch_tensor_map(&hp.q_map);
-      prefetch_tensor_map(&hp.k_map);
-      prefetch_tensor_map(&hp.v_map);
+    if (threadIdx.x != 0) return;
+    prefetch_tensor_map(&hp.q_map);
+    prefetch_tensor_map(&hp.k_map);
+    prefetch_tensor_map(&hp.v_map);
+    int stage = 0;
+    uint32_t phase = 0;
+    uint32_t q_round = 0;  // tiles with work so far: the parity of Q's barriers
+    for (int tile = blockIdx.x; tile < total_tiles; tile += gridDim.x) {
+      locate(tile);
+      if (range.begin >= range.end) continue;  // the consumers skip it too
+      mbar_wait(q_empty, (q_round & 1) ^ 1);   // the previous tile's last S = Q K^T is done
       mbar_arrive_expect_tx(q_full, Tiles::kTileBytesQ);
       for (int slab = 0; slab < Tiles::kSlabs; ++slab)
         tma_load_4d(sQ + slab * Tiles::kSlabBytesQ, &hp.q_map, q_full, slab * 64, m0, head, batch);
-      int stage = 0;
-      uint32_t phase = 0;
+      ++q_round;
       // Last key block first, as the consumers walk them (masking is then needed only early).
       for (int n = range.end - 1; n >= range.begin; --n) {
         unsigned char* k_dst = sK + stage * Tiles::kTileBytesKV;
@@ -174,8 +194,8 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   const int consumer = warpgroup - 1;
   const int warp_in_group = (threadIdx.x / 32) % 4;
   const int quad_row = lane / 4, quad_col = lane % 4;
-  // This thread's two rows (r = 0, 1: row and row + 8 of its warp's 16).
-  const int row0 = m0 + consumer * 64 + warp_in_group * 16 + quad_row;
+  const int tile_row = consumer * 64 + warp_in_group * 16 + quad_row;
+  int row0 = 0;  // this thread's rows of the current tile: row0 and row0 + 8
 
   const float scale_log2 = fmaxf(fabsf(p.softmax_scale) * static_cast<float>(M_LOG2E), FLT_MIN);
   const bool negate_scores = p.softmax_scale < 0.f;
@@ -184,11 +204,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   float s[BN / 2];
   uint32_t pa[BN / 16][4];  // P of the block whose P V is in flight
 #pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-#pragma unroll
   for (int i = 0; i < BN / 2; ++i) s[i] = 0.f;
-  float row_max[2] = {-INFINITY, -INFINITY};  // of the raw scores (sign-flipped if scale < 0)
-  float row_sum[2] = {0.f, 0.f};              // this thread's partial; quad-reduced at the end
+  float row_max[2];  // of the raw scores (sign-flipped if scale < 0)
+  float row_sum[2];  // this thread's partial; quad-reduced at the end
   float rescale[2];
 
   const uint32_t q_addr = smem_u32(sQ) + consumer * 64 * 128;
@@ -276,98 +294,115 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     }
   };
 
-  if (range.begin < range.end && !Tiles::kOverlap) {
-    mbar_wait(q_full, 0);
-    int stage = 0;
-    uint32_t phase = 0;
-    for (int n = range.end - 1; n >= range.begin; --n) {
+  int stage = 0;
+  uint32_t phase = 0;
+  uint32_t q_round = 0;
+  auto advance = [&]() {
+    if (++stage == kStages) stage = 0, phase ^= 1;
+  };
+  for (int tile = blockIdx.x; tile < total_tiles; tile += gridDim.x) {
+    locate(tile);
+    row0 = m0 + tile_row;
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    row_max[0] = row_max[1] = -INFINITY;
+    row_sum[0] = row_sum[1] = 0.f;
+
+    if (range.begin < range.end && !Tiles::kOverlap) {
+      mbar_wait(q_full, q_round & 1);
+      for (int n = range.end - 1; n >= range.begin; --n) {
+        mbar_wait(&k_full[stage], phase);
+        wgmma_fence();
+        issue_qk(stage);
+        wgmma_wait<0>();
+        fence_accumulators(s);
+        release(&k_empty[stage]);
+        if (n == range.begin) release(q_empty);  // the tile's last read of Q
+        softmax(n);
+        rescale_o();
+        pack_p();
+        mbar_wait(&v_full[stage], phase);
+        wgmma_fence();
+        issue_pv(stage);
+        wgmma_wait<0>();
+        fence_accumulators(o);
+        release(&v_empty[stage]);
+        advance();
+      }
+      ++q_round;
+    }
+    if (range.begin < range.end && Tiles::kOverlap) {
+      mbar_wait(q_full, q_round & 1);
+      // The last key block (first in walk order) alone: S, softmax, P.
       mbar_wait(&k_full[stage], phase);
       wgmma_fence();
       issue_qk(stage);
       wgmma_wait<0>();
       fence_accumulators(s);
       release(&k_empty[stage]);
-      softmax(n);
-      rescale_o();
+      if (range.end - 1 == range.begin) release(q_empty);
+      softmax(range.end - 1);
       pack_p();
+      // Then each further block overlaps its S = Q K^T and softmax with the previous block's
+      // O += P V on the tensor cores; O is rescaled once that P V has landed.
+      for (int n = range.end - 2; n >= range.begin; --n) {
+        const int prev_stage = stage;
+        const uint32_t prev_phase = phase;
+        advance();
+        mbar_wait(&k_full[stage], phase);
+        wgmma_fence();
+        issue_qk(stage);
+        mbar_wait(&v_full[prev_stage], prev_phase);
+        issue_pv(prev_stage);
+        wgmma_wait<1>();  // S done (groups complete in order), P V may still run
+        fence_accumulators(s);
+        release(&k_empty[stage]);
+        if (n == range.begin) release(q_empty);
+        softmax(n);
+        wgmma_wait<0>();
+        fence_accumulators(o);
+        release(&v_empty[prev_stage]);
+        rescale_o();
+        pack_p();
+      }
       mbar_wait(&v_full[stage], phase);
       wgmma_fence();
       issue_pv(stage);
       wgmma_wait<0>();
       fence_accumulators(o);
       release(&v_empty[stage]);
-      if (++stage == kStages) stage = 0, phase ^= 1;
+      advance();
+      ++q_round;
     }
-  }
-  if (range.begin < range.end && Tiles::kOverlap) {
-    mbar_wait(q_full, 0);
-    // The last key block (first in walk order) alone: S, softmax, P.
-    int stage = 0;
-    uint32_t phase = 0;
-    mbar_wait(&k_full[0], 0);
-    wgmma_fence();
-    issue_qk(0);
-    wgmma_wait<0>();
-    fence_accumulators(s);
-    release(&k_empty[0]);
-    softmax(range.end - 1);
-    pack_p();
-    // Then each further block overlaps its S = Q K^T and softmax with the previous block's
-    // O += P V on the tensor cores; O is rescaled once that P V has landed.
-    for (int n = range.end - 2; n >= range.begin; --n) {
-      const int prev_stage = stage;
-      const uint32_t prev_phase = phase;
-      if (++stage == kStages) stage = 0, phase ^= 1;
-      mbar_wait(&k_full[stage], phase);
-      wgmma_fence();
-      issue_qk(stage);
-      mbar_wait(&v_full[prev_stage], prev_phase);
-      issue_pv(prev_stage);
-      wgmma_wait<1>();  // S done (groups complete in order), P V may still run
-      fence_accumulators(s);
-      release(&k_empty[stage]);
-      softmax(n);
-      wgmma_wait<0>();
-      fence_accumulators(o);
-      release(&v_empty[prev_stage]);
-      rescale_o();
-      pack_p();
-    }
-    mbar_wait(&v_full[stage], phase);
-    wgmma_fence();
-    issue_pv(stage);
-    wgmma_wait<0>();
-    fence_accumulators(o);
-    release(&v_empty[stage]);
-  }
 
-  // Epilogue: normalise, then write either the output or this split's partial.
+    // Epilogue: normalise, then write either the output or this split's partial.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float sum = quad_sum(row_sum[r]);
-    const int query = row0 + 8 * r;
-    if (query >= p.sq) continue;  // a padding row of the last tile
-    // A row that saw no key: output 0 and lse -inf. A NaN sum stays NaN in both.
-    const float inv = sum == 0.f ? 0.f : 1.f / sum;
-    const float lse = sum == 0.f ? -INFINITY
-                                 : (row_max[r] * scale_log2 + log2f(sum)) * static_cast<float>(M_LN2);
-    const int64_t bh = static_cast<int64_t>(batch) * p.h + head;
-    if constexpr (Split) {
-      const int64_t partial_row = (split * static_cast<int64_t>(p.b) * p.h + bh) * p.sq + query;
-      float* dst = p.o_accum + partial_row * D;
+    for (int r = 0; r < 2; ++r) {
+      const float sum = quad_sum(row_sum[r]);
+      const int query = row0 + 8 * r;
+      if (query >= p.sq) continue;  // a padding row of the last tile
+      // A row that saw no key: output 0 and lse -inf. A NaN sum stays NaN in both.
+      const float inv = sum == 0.f ? 0.f : 1.f / sum;
+      const float lse = sum == 0.f ? -INFINITY
+                                   : (row_max[r] * scale_log2 + log2f(sum)) * static_cast<float>(M_LN2);
+      const int64_t bh = static_cast<int64_t>(batch) * p.h + head;
+      if constexpr (Split) {
+        const int64_t partial_row = (split * static_cast<int64_t>(p.b) * p.h + bh) * p.sq + query;
+        float* dst = p.o_accum + partial_row * D;
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-        *reinterpret_cast<float2*>(dst + j * 8 + quad_col * 2) =
-            make_float2(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
-      if (quad_col == 0) p.lse_accum[partial_row] = lse;
-    } else {
-      Elem* dst = static_cast<Elem*>(p.out) + batch * p.o_batch_stride +
-                  static_cast<int64_t>(query) * p.o_row_stride + head * p.o_head_stride;
+        for (int j = 0; j < D / 8; ++j)
+          *reinterpret_cast<float2*>(dst + j * 8 + quad_col * 2) =
+              make_float2(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+        if (quad_col == 0) p.lse_accum[partial_row] = lse;
+      } else {
+        Elem* dst = static_cast<Elem*>(p.out) + batch * p.o_batch_stride +
+                    static_cast<int64_t>(query) * p.o_row_stride + head * p.o_head_stride;
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-        *reinterpret_cast<uint32_t*>(dst + j * 8 + quad_col * 2) =
-            pack2<Elem>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
-      if (quad_col == 0) p.lse[bh * p.sq + query] = lse;
+        for (int j = 0; j < D / 8; ++j)
+          *reinterpret_cast<uint32_t*>(dst + j * 8 + quad_col * 2) =
+              pack2<Elem>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+        if (quad_col == 0) p.lse[bh * p.sq + query] = lse;
+      }
     }
   }
 #endif  // FS_HAS_WGMMA

@@ -1,6 +1,8 @@
 // Definition of sm90::launch_attn_fwd, included only by the instantiation units.
 #pragma once
 
+#include <algorithm>
+
 #include "kernels/sm90/fwd_kernel.cuh"
 #include "kernels/sm90/fwd_launch.h"
 #include "kernels/sm90/tensor_map.h"
@@ -8,15 +10,30 @@
 namespace flashsplit {
 namespace sm90 {
 
+// SMs of the current device, asked once per device.
+inline int sm_count() {
+  static int counts[64] = {};
+  int device = 0;
+  FS_GPU_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= 64) device = 0;
+  if (counts[device] == 0) {
+    FS_GPU_CHECK(cudaDeviceGetAttribute(&counts[device], cudaDevAttrMultiProcessorCount, device));
+  }
+  return counts[device];
+}
+
 template <class Elem, int D, bool Causal, bool Split, class Tiles>
-void launch_variant(const HopperFwdParams& hp, gpuStream_t stream) {
+void launch_variant(const HopperFwdParams& hp, gpuStream_t stream, bool persistent) {
   auto kernel = hopper_fwd_kernel<Elem, D, Causal, Split, Tiles>;
   FS_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
                                    Tiles::kSmemBytes));
   const AttnFwdParams& p = hp.p;
-  // Blocks of one (batch, head) are adjacent in launch order, so they share K/V in L2.
-  dim3 grid(static_cast<unsigned>(ceil_div(p.sq, Tiles::kBlockM)), p.num_splits, p.b * p.h);
-  kernel<<<grid, Tiles::kThreads, Tiles::kSmemBytes, stream>>>(hp);
+  // Persistent: one block per SM walks the tiles (fwd_kernel.cuh). Otherwise one block per
+  // tile, and the hardware hands tiles to SMs as they free up.
+  const long long tiles =
+      static_cast<long long>(ceil_div(p.sq, Tiles::kBlockM)) * p.num_splits * p.b * p.h;
+  const int blocks = static_cast<int>(persistent ? std::min<long long>(tiles, sm_count()) : tiles);
+  kernel<<<blocks, Tiles::kThreads, Tiles::kSmemBytes, stream>>>(hp);
   FS_LAUNCH_CHECK("hopper_fwd_kernel launch");
 }
 
@@ -37,26 +54,28 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
 }
 
 template <class Elem, int D, class Tiles>
-void launch_with_tiles(const AttnFwdParams& params, gpuStream_t stream) {
+void launch_with_tiles(const AttnFwdParams& params, gpuStream_t stream, bool persistent) {
   const HopperFwdParams hp = make_hopper_params<D, Tiles>(params);
   const bool split = params.num_splits > 1;
   if (params.causal) {
-    split ? launch_variant<Elem, D, true, true, Tiles>(hp, stream)
-          : launch_variant<Elem, D, true, false, Tiles>(hp, stream);
+    split ? launch_variant<Elem, D, true, true, Tiles>(hp, stream, persistent)
+          : launch_variant<Elem, D, true, false, Tiles>(hp, stream, persistent);
   } else {
-    split ? launch_variant<Elem, D, false, true, Tiles>(hp, stream)
-          : launch_variant<Elem, D, false, false, Tiles>(hp, stream);
+    split ? launch_variant<Elem, D, false, true, Tiles>(hp, stream, persistent)
+          : launch_variant<Elem, D, false, false, Tiles>(hp, stream, persistent);
   }
 }
 
 // Rows per block follow hopper_tile_config, which the heuristic modelled too.
 template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
-  if (hopper_block_m(D, params.sq) == 192) {
-    launch_with_tiles<Elem, D, HopperTiles<D, 192>>(params, stream);
-  } else {
-    launch_with_tiles<Elem, D, HopperTiles<D, 128>>(params, stream);
+  const bool persistent = hopper_persistent(params.sk, params.causal);
+  if constexpr (D == 64) {
+    if (hopper_block_m(D, params.sq) == 192) {
+      return launch_with_tiles<Elem, D, HopperTiles<D, 192>>(params, stream, persistent);
+    }
   }
+  launch_with_tiles<Elem, D, HopperTiles<D, 128>>(params, stream, persistent);
 }
 
 }  // namespace sm90
