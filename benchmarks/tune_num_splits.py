@@ -99,11 +99,13 @@ TILES = {(64, True): (16, 64, 6), (128, True): (16, 32, 6),
          (64, False): (128, 64, 2), (128, False): (128, 64, 1)}
 NARROW_MAX_ROWS = 16
 # HOPPER_TILES mirrors hopper_block_m + hopper_tile_config (tile_config.h): head dims with a
-# Hopper kernel; tall_d, the one head dim that may take tall tiles; base_m / tall_m, its rows
+# Hopper kernel; tall_d, the one head dim that may take tall tiles, from tall_min_sq query rows
+# on; base_m / tall_m, its rows
 # per block; tall_pct / base_pct, the cost weights of hopper_block_m's padding test
 # (ceil(sq / tall_m) * tall_m * tall_pct < ceil(sq / base_m) * base_m * base_pct -> tall_m);
 # block_n and blocks_per_sm. Its tiles hold one query head's rows (packs_heads = false).
-HOPPER_TILES = dict(head_dims=(64, 128), tall_d=64, base_m=128, tall_m=192, tall_pct=87,
+HOPPER_TILES = dict(head_dims=(64, 128), tall_d=64, tall_min_sq=4096, base_m=128, tall_m=192,
+                    tall_pct=87,
                     base_pct=100, block_n=128, blocks_per_sm=1)
 TABLE_SOURCE = "built-in copy"
 DEFAULT_CONSTANTS = ModelConstants()
@@ -127,8 +129,9 @@ def _parse_hopper_tiles(text):
     """HOPPER_TILES' values from hopper_block_m and hopper_tile_config; ValueError (or
     IndexError) when their shape is no longer the one mirrored here."""
     block_m_body = _cpp_function(text, "constexpr int hopper_block_m(int head_dim")
-    tall_d, base_default = map(int, _groups(r"if \(head_dim != (\d+)\) return (\d+);",
-                                            block_m_body, "hopper_block_m"))
+    tall_d, tall_min_sq, base_default = map(int, _groups(
+        r"if \(head_dim != (\d+) \|\| sq < (\d+)\) return (\d+);", block_m_body,
+        "hopper_block_m"))
     padded = {int(name): (int(add), int(div), int(mul)) for name, add, div, mul in re.findall(
         r"padded_(\d+) = \(sq \+ (\d+)\) / (\d+) \* (\d+)", block_m_body)}
     if any(add != n - 1 or div != n or mul != n for n, (add, div, mul) in padded.items()):
@@ -147,7 +150,8 @@ def _parse_hopper_tiles(text):
         r"(true|false)\}", config_body, "hopper_tile_config", re.DOTALL)
     if not head_dims or packs != "false":
         raise ValueError(f"hopper_tile_config: head dims {head_dims}, packs_heads {packs}")
-    return dict(head_dims=head_dims, tall_d=tall_d, base_m=base_m, tall_m=tall_m,
+    return dict(head_dims=head_dims, tall_d=tall_d, tall_min_sq=tall_min_sq, base_m=base_m,
+                tall_m=tall_m,
                 tall_pct=tall_pct, base_pct=base_pct, block_n=int(block_n),
                 blocks_per_sm=int(blocks_per_sm))
 
@@ -229,7 +233,7 @@ def hopper_block_m(d, sq):
     """Mirror of hopper_block_m: tall tiles at tall_d unless their last-tile padding costs more
     than their faster rows save."""
     t = HOPPER_TILES
-    if d != t["tall_d"]:
+    if d != t["tall_d"] or sq < t["tall_min_sq"]:
         return t["base_m"]
     padded_tall = -(-sq // t["tall_m"]) * t["tall_m"]
     padded_base = -(-sq // t["base_m"]) * t["base_m"]

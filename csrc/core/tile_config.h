@@ -47,11 +47,12 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
                                      : TileConfig{0, 0, 0, 0});
 }
 
-// Rows per block of the Hopper kernel at d=64: 192 (three consumer warpgroups) runs 13-16%
-// faster per row than 128 on long sequences (H100, benchmarks/NOTES.md), so it wins unless
-// its padding of the last tile costs more than that.
+// Rows per block of the Hopper kernel at d=64: from 4096 query rows on, 192 (three consumer
+// warpgroups) runs 5-8% faster per row than 128 with ping-pong (H100, benchmarks/NOTES.md),
+// so it wins there unless its padding of the last tile costs more than ~13%. Below that, the
+// 128-row ping-pong tiles win (up to 21% on causal 1024).
 constexpr int hopper_block_m(int head_dim, long long sq) {
-  if (head_dim != 64) return 128;
+  if (head_dim != 64 || sq < 4096) return 128;
   const long long padded_192 = (sq + 191) / 192 * 192, padded_128 = (sq + 127) / 128 * 128;
   return padded_192 * 87 < padded_128 * 100 ? 192 : 128;
 }
@@ -73,14 +74,14 @@ constexpr bool use_hopper_tiles(long long sq, long long h, long long hk) {
   return !use_narrow_tiles(sq, h, hk) && (h == hk || sq >= 64);
 }
 
-// Whether the Hopper kernel runs persistent (one block per SM walking tiles, the next tile's
-// loads overlapping the current tile's epilogue) or one block per tile. Measured on the H100
-// (benchmarks/NOTES.md): persistent wins 12-15% where tiles are short (at most 16 key blocks,
-// non-causal), loses 3-8% on long non-causal tiles, and its static tile order unbalances causal
-// tiles of unequal length, so the hardware's dynamic block scheduling serves those.
-constexpr int kHopperPersistentMaxKeyBlocks = 16;
-constexpr bool hopper_persistent(long long sk, bool causal) {
-  return !causal && (sk + 127) / 128 <= kHopperPersistentMaxKeyBlocks;
+// Whether the Hopper kernel runs persistent (one block per SM walking tiles in snake order, the
+// next tile's loads overlapping the current tile's epilogue) or one block per tile. Measured on
+// the H100 (benchmarks/NOTES.md): persistent wins 8-25% where tiles are short (1024 keys,
+// causal or not) and is even at 4096; at 16k causal tiles its static assignment drifts out of
+// step and K/V of many heads crowd L2 (-30%), so long tiles use the hardware's scheduling.
+constexpr int kHopperPersistentMaxKeyBlocks = 32;
+constexpr bool hopper_persistent(long long sk) {
+  return (sk + 127) / 128 <= kHopperPersistentMaxKeyBlocks;
 }
 
 // Thread blocks per split of the forward grid for these tiles.

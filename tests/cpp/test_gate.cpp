@@ -333,7 +333,9 @@ TEST(GateFamily, TilesFollowTheFamily) {
   EXPECT_FALSE(hopper.packs_heads);
   p.d = 64;
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
-  p.sq = 128;  // one 128-row tile beats a 192-row tile that is one third padding
+  p.sq = 4100;  // 22 tiles of 192 rows pad 124 rows: still cheaper than 33 tiles of 128
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
+  p.sq = 2048;  // short sequences: 128-row ping-pong tiles
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
   TileConfig portable = tiles_for(KernelFamily::kPortableMma, p);
   EXPECT_EQ(portable.block_m, portable_tile_config(64).block_m);
@@ -355,11 +357,10 @@ TEST(GateFamily, ForwardBlocksCountHeadsOrGroups) {
 namespace flashsplit {
 namespace {
 
-TEST(HopperSchedule, PersistentOnlyForShortNonCausalTiles) {
-  EXPECT_TRUE(hopper_persistent(1024, false));
-  EXPECT_TRUE(hopper_persistent(2048, false));   // 16 key blocks of 128
-  EXPECT_FALSE(hopper_persistent(2049, false));  // 17
-  EXPECT_FALSE(hopper_persistent(1024, true));   // causal: the hardware balances uneven tiles
+TEST(HopperSchedule, PersistentOnlyForShortTiles) {
+  EXPECT_TRUE(hopper_persistent(1024));
+  EXPECT_TRUE(hopper_persistent(4096));   // 32 key blocks of 128
+  EXPECT_FALSE(hopper_persistent(4097));  // 33: long tiles use the hardware's scheduling
 }
 
 }  // namespace

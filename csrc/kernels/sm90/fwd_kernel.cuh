@@ -36,13 +36,18 @@ struct HopperFwdParams {
 
 // The shipped shapes come from hopper_tile_config; the other parameters exist so benchmarks of
 // alternatives (rows per block, overlap on or off) need no edit here.
-template <int D, int BlockM, bool Overlap = (D == 128)>
+template <int D, int BlockM, bool Overlap, bool PingPong>
 struct HopperTiles {
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = hopper_tile_config(D).block_n;
-  // Overlap a block's S = Q K^T and softmax with the previous block's P V (measured: helps at
-  // d=128, hurts at d=64; benchmarks/NOTES.md).
+  // Overlap a block's S = Q K^T and softmax with the previous block's P V (measured: helps with
+  // two consumers, hurts with three; benchmarks/NOTES.md).
   static constexpr bool kOverlap = Overlap;
+  // Two consumer warpgroups take turns issuing their GEMMs (named barriers), so one's softmax
+  // runs while the other's GEMMs use the tensor cores.
+  static constexpr bool kPingPong = PingPong;
+  static_assert(!PingPong || (Overlap && BlockM == 128),
+                "ping-pong alternates two overlapped consumers");
   static constexpr int kConsumers = kBlockM / 64;           // warpgroups of 64 rows
   static constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
   static constexpr int kStages = D == 64 ? 3 : 2;
@@ -122,7 +127,14 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   const int total_tiles = m_blocks * p.num_splits * p.b * p.h;
   int m_block = 0, split = 0, batch = 0, head = 0, kv_head = 0, m0 = 0;
   KeyBlockRange range{0, 0};
-  auto locate = [&](int tile) {
+  // Slot k of the walk (blockIdx.x + i * gridDim.x) maps to a tile in snake order: odd rounds of
+  // gridDim.x slots run backwards, so a block that drew a long (causal) tile in one round draws
+  // a short one in the next, and every block's total work evens out. The rounds stay contiguous
+  // windows of the tile order, so tiles running together still share K/V in L2.
+  auto locate = [&](int slot) {
+    const int round = slot / gridDim.x, within = slot % gridDim.x;
+    const bool backwards = (round & 1) && (round + 1) * gridDim.x <= total_tiles;
+    const int tile = backwards ? round * gridDim.x + gridDim.x - 1 - within : slot;
     const int x = tile % m_blocks, rest = tile / m_blocks;
     // Causal tiles late in the sequence do the most work: start them first.
     m_block = Causal ? m_blocks - 1 - x : x;
@@ -294,6 +306,15 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     }
   };
 
+  // Ping-pong turns: consumer c waits on barrier 1 + c before issuing GEMMs and hands the turn
+  // to the other consumer after issuing them; consumer 1 hands consumer 0 the first turn.
+  auto wait_turn = [&]() {
+    if constexpr (Tiles::kPingPong) named_barrier_sync(1 + consumer, 256);
+  };
+  auto pass_turn = [&]() {
+    if constexpr (Tiles::kPingPong) named_barrier_arrive(1 + (consumer ^ 1), 256);
+  };
+  if (consumer == 1) pass_turn();
   int stage = 0;
   uint32_t phase = 0;
   uint32_t q_round = 0;
@@ -335,8 +356,10 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       mbar_wait(q_full, q_round & 1);
       // The last key block (first in walk order) alone: S, softmax, P.
       mbar_wait(&k_full[stage], phase);
+      wait_turn();
       wgmma_fence();
       issue_qk(stage);
+      pass_turn();
       wgmma_wait<0>();
       fence_accumulators(s);
       release(&k_empty[stage]);
@@ -350,10 +373,12 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         const uint32_t prev_phase = phase;
         advance();
         mbar_wait(&k_full[stage], phase);
+        mbar_wait(&v_full[prev_stage], prev_phase);
+        wait_turn();
         wgmma_fence();
         issue_qk(stage);
-        mbar_wait(&v_full[prev_stage], prev_phase);
         issue_pv(prev_stage);
+        pass_turn();
         wgmma_wait<1>();  // S done (groups complete in order), P V may still run
         fence_accumulators(s);
         release(&k_empty[stage]);
@@ -366,8 +391,10 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         pack_p();
       }
       mbar_wait(&v_full[stage], phase);
+      wait_turn();
       wgmma_fence();
       issue_pv(stage);
+      pass_turn();
       wgmma_wait<0>();
       fence_accumulators(o);
       release(&v_empty[stage]);

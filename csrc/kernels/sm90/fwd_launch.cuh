@@ -69,13 +69,14 @@ void launch_with_tiles(const AttnFwdParams& params, gpuStream_t stream, bool per
 // Rows per block follow hopper_tile_config, which the heuristic modelled too.
 template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
-  const bool persistent = hopper_persistent(params.sk, params.causal);
+  const bool persistent = hopper_persistent(params.sk);
   if constexpr (D == 64) {
     if (hopper_block_m(D, params.sq) == 192) {
-      return launch_with_tiles<Elem, D, HopperTiles<D, 192>>(params, stream, persistent);
+      // Three consumers issue in turn on their own; ping-pong is written for two.
+      return launch_with_tiles<Elem, D, HopperTiles<D, 192, false, false>>(params, stream, persistent);
     }
   }
-  launch_with_tiles<Elem, D, HopperTiles<D, 128>>(params, stream, persistent);
+  launch_with_tiles<Elem, D, HopperTiles<D, 128, true, true>>(params, stream, persistent);
 }
 
 }  // namespace sm90

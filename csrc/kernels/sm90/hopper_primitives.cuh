@@ -99,9 +99,13 @@ __device__ __forceinline__ void claim_registers() {
 #endif
 }
 
-// Barrier among a subset of warps (ids 1..15; 0 is __syncthreads).
+// Barrier among a subset of warps (ids 1..15; 0 is __syncthreads): sync waits until `threads`
+// threads have arrived (its own warps included); arrive counts the caller's warps and goes on.
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // ---- Shared-memory matrix descriptors for tiles stored as TMA's 128-byte swizzle writes them:
