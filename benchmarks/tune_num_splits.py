@@ -78,14 +78,18 @@ class ModelConstants:
     """SplitHeuristicConstants; costs in key-block iterations of one producer block."""
     slots_per_sm_wide: float = 1.0      # blocks per SM that run at full speed, wide tiles
     slots_per_sm_narrow: float = 2.0    # ... narrow (decode) tiles
-    block_overhead: float = 16.0        # fixed cost of one producer block
+    block_overhead: float = 16.0        # fixed cost of one producer block (portable kernels)
+    block_overhead_hopper: float = 8.0  # ... of the Hopper kernels (128-key iterations)
     split_latency: float = 0.5          # cost of each split whatever the grid (the combine)
+    combine_cost: float = 4.0           # cost of splitting at all (the combine's launch)
+    min_gain: float = 0.02              # a split must beat G = 1 by this fraction
     max_splits: int = 128
     min_key_blocks_per_split: int = 1   # each split walks at least this many key blocks
 
 
 CONSTANT_FIELDS = ("slots_per_sm_wide", "slots_per_sm_narrow", "block_overhead",
-                   "split_latency", "max_splits", "min_key_blocks_per_split")
+                   "block_overhead_hopper", "split_latency", "combine_cost", "min_gain",
+                   "max_splits", "min_key_blocks_per_split")
 
 
 # Kernel families, named as flashsplit.explain reports them (kernel_family_name in gate.cpp).
@@ -285,22 +289,29 @@ def model_num_splits(b, h, hk, sq, sk, d, sms, constants=None, tiles=None, kerne
     if grid <= 0 or n_blocks <= 1 or slots <= 0:
         return 1
     cap = min(constants.max_splits, n_blocks // max(constants.min_key_blocks_per_split, 1))
-    return _cheapest_split(grid, n_blocks, float(slots), float(constants.block_overhead),
-                           float(constants.split_latency), max(cap, 1))
+    overhead = constants.block_overhead_hopper if kernel == HOPPER else constants.block_overhead
+    return _cheapest_split(grid, n_blocks, float(slots), float(overhead),
+                           float(constants.split_latency), float(constants.combine_cost),
+                           float(constants.min_gain), max(cap, 1))
 
 
 @functools.lru_cache(maxsize=1 << 20)
-def _cheapest_split(grid, n_blocks, slots, block_overhead, split_latency, cap):
+def _cheapest_split(grid, n_blocks, slots, block_overhead, split_latency, combine_cost,
+                    min_gain, cap):
     """argmin over G in [1, cap] of waves(G) * (ceil(n_blocks / G) + block_overhead)
-    + split_latency * G, waves(G) = ceil(grid * G / slots); the smallest G on ties. Same float
-    operations as the C++ so ties break the same way. Cached: --search revisits the same grids."""
-    best_g, best_cost = 1, 0.0
+    + split_latency * G + [G > 1] combine_cost, waves(G) = ceil(grid * G / slots); the smallest
+    G on ties, and 1 unless it gains min_gain over G = 1. Same float operations as the C++ so
+    ties break the same way. Cached: --search revisits the same grids."""
+    best_g, best_cost, unsplit = 1, 0.0, 0.0
     for g in range(1, cap + 1):
         waves = math.ceil(grid * g / slots)
-        cost = waves * (-(-n_blocks // g) + block_overhead) + split_latency * g
+        cost = waves * (-(-n_blocks // g) + block_overhead) + split_latency * g + \
+            (combine_cost if g > 1 else 0.0)
+        if g == 1:
+            unsplit = cost
         if g == 1 or cost < best_cost:
             best_g, best_cost = g, cost
-    return best_g
+    return 1 if best_cost > unsplit * (1.0 - min_gain) else best_g
 
 
 # ============================================================================ measuring
@@ -333,7 +344,11 @@ def parse_args(argv=None):
     p.add_argument("--slots-per-sm-narrow", type=float,
                    default=DEFAULT_CONSTANTS.slots_per_sm_narrow)
     p.add_argument("--block-overhead", type=float, default=DEFAULT_CONSTANTS.block_overhead)
+    p.add_argument("--block-overhead-hopper", type=float,
+                   default=DEFAULT_CONSTANTS.block_overhead_hopper)
     p.add_argument("--split-latency", type=float, default=DEFAULT_CONSTANTS.split_latency)
+    p.add_argument("--combine-cost", type=float, default=DEFAULT_CONSTANTS.combine_cost)
+    p.add_argument("--min-gain", type=float, default=DEFAULT_CONSTANTS.min_gain)
     p.add_argument("--max-splits", type=int, default=DEFAULT_CONSTANTS.max_splits)
     p.add_argument("--min-key-blocks-per-split", type=int,
                    default=DEFAULT_CONSTANTS.min_key_blocks_per_split)
@@ -527,9 +542,11 @@ def constants_text(c):
 SEARCH_GRID = OrderedDict(
     slots_per_sm_wide=(0.5, 1.0, 1.5, 2.0),
     slots_per_sm_narrow=(1.0, 2.0, 3.0, 4.0, 6.0),
-    block_overhead=(0.0, 4.0, 8.0, 12.0, 16.0, 24.0, 32.0),
-    split_latency=(0.0, 0.25, 0.5, 1.0, 2.0),
-    min_key_blocks_per_split=(1, 2, 4),
+    block_overhead=(4.0, 8.0, 16.0, 24.0),
+    block_overhead_hopper=(2.0, 4.0, 8.0, 16.0),
+    split_latency=(0.25, 0.5, 1.0),
+    combine_cost=(0.0, 2.0, 4.0, 8.0),
+    min_gain=(0.0, 0.02, 0.05),
 )
 
 

@@ -31,16 +31,21 @@ int choose_num_splits(const AttnProblem& problem, const DeviceInfo& device,
   const int64_t cap = std::min<int64_t>(
       constants.max_splits, key_blocks / std::max(constants.min_key_blocks_per_split, 1));
 
+  // The Hopper kernels' tiles hold one head's rows; only they leave packs_heads off.
+  const double overhead =
+      tiles.packs_heads ? constants.block_overhead : constants.block_overhead_hopper;
   int best_g = 1;
-  double best_cost = 0.0;
+  double best_cost = 0.0, unsplit_cost = 0.0;
   for (int64_t g = 1; g <= std::max<int64_t>(cap, 1); ++g) {
     const double waves = std::ceil(static_cast<double>(grid_blocks * g) / slots);
     const double per_split = static_cast<double>((key_blocks + g - 1) / g);
-    const double cost = waves * (per_split + constants.block_overhead) +
-                        constants.split_latency * static_cast<double>(g);
+    const double cost = waves * (per_split + overhead) +
+                        constants.split_latency * static_cast<double>(g) +
+                        (g > 1 ? constants.combine_cost : 0.0);
+    if (g == 1) unsplit_cost = cost;
     if (g == 1 || cost < best_cost) best_g = static_cast<int>(g), best_cost = cost;
   }
-  return best_g;
+  return best_cost > unsplit_cost * (1.0 - constants.min_gain) ? 1 : best_g;
 }
 
 int resolve_num_splits(int requested, const AttnProblem& problem, const DeviceInfo& device,

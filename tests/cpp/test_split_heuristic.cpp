@@ -34,8 +34,10 @@ TileConfig tiles_for(const AttnProblem& p) {
                               use_narrow_tiles(p.sq, p.h, p.hk));
 }
 
-// Blocks of the forward grid: one per (batch, k/v head, tile of packed rows).
+// Blocks of the forward grid: one per (batch, k/v head, tile of packed rows) for the portable
+// kernels, one per (batch, query head, tile of that head's rows) for the Hopper kernels.
 int64_t grid_blocks(const AttnProblem& p, const TileConfig& t) {
+  if (!t.packs_heads) return p.b * p.h * ((p.sq + t.block_m - 1) / t.block_m);
   return p.b * p.hk * ((packed_rows(p.sq, p.h, p.hk) + t.block_m - 1) / t.block_m);
 }
 
@@ -57,11 +59,13 @@ std::string describe(const AttnProblem& p, int sm_count) {
 uint32_t fresh_seed() { return std::random_device{}(); }
 
 // The modelled time written out independently of split_heuristic.cpp, in exact integers: every
-// constant the tests use is a multiple of 1/4 (costs) or 1/2 (slots per SM), so scaling by 4
-// and 2 makes every cost an integer and every tie exact.
+// constant the tests use is a multiple of 1/4 (costs), 1/2 (slots per SM) or 1/100 (min gain),
+// so scaling by 4, 2 and 100 makes every cost an integer and every tie exact.
 struct QuarterConstants {
   int64_t half_slots_per_sm_wide, half_slots_per_sm_narrow;  // slots per SM x 2
-  int64_t quarter_block_overhead, quarter_split_latency;     // cost x 4
+  int64_t quarter_block_overhead, quarter_block_overhead_hopper, quarter_split_latency,
+      quarter_combine_cost;  // cost x 4
+  int64_t min_gain_percent;
   int64_t max_splits, min_key_blocks_per_split;
 
   SplitHeuristicConstants to_double() const {
@@ -69,14 +73,17 @@ struct QuarterConstants {
     c.slots_per_sm_wide = half_slots_per_sm_wide / 2.0;
     c.slots_per_sm_narrow = half_slots_per_sm_narrow / 2.0;
     c.block_overhead = quarter_block_overhead / 4.0;
+    c.block_overhead_hopper = quarter_block_overhead_hopper / 4.0;
     c.split_latency = quarter_split_latency / 4.0;
+    c.combine_cost = quarter_combine_cost / 4.0;
+    c.min_gain = min_gain_percent / 100.0;
     c.max_splits = static_cast<int>(max_splits);
     c.min_key_blocks_per_split = static_cast<int>(min_key_blocks_per_split);
     return c;
   }
 };
 
-QuarterConstants default_quarter_constants() { return {2, 4, 64, 2, 128, 1}; }
+QuarterConstants default_quarter_constants() { return {2, 4, 64, 32, 2, 16, 2, 128, 1}; }
 
 // Tries every G and keeps the cheapest, the first one on ties.
 int brute_force_num_splits(const AttnProblem& p, const TileConfig& t, int sm_count,
@@ -87,28 +94,34 @@ int brute_force_num_splits(const AttnProblem& p, const TileConfig& t, int sm_cou
                                               : c.half_slots_per_sm_wide);
   if (kb <= 1) return 1;
   const int64_t cap = std::min(c.max_splits, kb / c.min_key_blocks_per_split);
+  const int64_t overhead = t.packs_heads ? c.quarter_block_overhead : c.quarter_block_overhead_hopper;
   int best = 1;
-  int64_t best_cost = -1;
+  int64_t best_cost = -1, unsplit_cost = 0;
   for (int64_t g = 1; g <= std::max<int64_t>(cap, 1); ++g) {
     const int64_t waves = (2 * grid * g + half_slots - 1) / half_slots;  // ceil(grid*G/slots)
     const int64_t per_split = (kb + g - 1) / g;
-    const int64_t quarter_cost =
-        waves * (4 * per_split + c.quarter_block_overhead) + c.quarter_split_latency * g;
+    const int64_t quarter_cost = waves * (4 * per_split + overhead) + c.quarter_split_latency * g +
+                                 (g > 1 ? c.quarter_combine_cost : 0);
+    if (g == 1) unsplit_cost = quarter_cost;
     if (best_cost < 0 || quarter_cost < best_cost) {
       best = static_cast<int>(g);
       best_cost = quarter_cost;
     }
   }
-  return best;
+  // A split must gain min_gain over G = 1: best > unsplit * (1 - pct / 100), in integers.
+  return 100 * best_cost > (100 - c.min_gain_percent) * unsplit_cost ? 1 : best;
 }
 
-TEST(SplitHeuristic, DefaultsAreTheFittedV1Constants) {
+TEST(SplitHeuristic, DefaultsAreTheFittedV2Constants) {
   // The brute force below is only an independent check if it starts from the same numbers.
   const SplitHeuristicConstants c, q = default_quarter_constants().to_double();
   EXPECT_EQ(c.slots_per_sm_wide, q.slots_per_sm_wide);
   EXPECT_EQ(c.slots_per_sm_narrow, q.slots_per_sm_narrow);
   EXPECT_EQ(c.block_overhead, q.block_overhead);
+  EXPECT_EQ(c.block_overhead_hopper, q.block_overhead_hopper);
   EXPECT_EQ(c.split_latency, q.split_latency);
+  EXPECT_EQ(c.combine_cost, q.combine_cost);
+  EXPECT_EQ(c.min_gain, q.min_gain);
   EXPECT_EQ(c.max_splits, q.max_splits);
   EXPECT_EQ(c.min_key_blocks_per_split, q.min_key_blocks_per_split);
 }
@@ -245,13 +258,14 @@ TEST(SplitHeuristic, MatchesABruteForceOfTheCostFormula) {
           for (int64_t sq : {1, 2, 16, 64, 128, 129, 256, 1024, 4096}) {
             for (int64_t sk : {1, 63, 64, 65, 200, 512, 2048, 8191, 32768, 65535, 131072}) {
               AttnProblem p = shape(b, heads.first, heads.second, sq, sk, d);
-              const TileConfig tiles = tiles_for(p);
-              const int expected =
-                  brute_force_num_splits(p, tiles, sm_count, default_quarter_constants());
-              ASSERT_EQ(choose_num_splits(p, nvidia(sm_count), tiles), expected)
-                  << describe(p, sm_count);
-              ++compared;
-              split += expected > 1;
+              for (const TileConfig& tiles : {tiles_for(p), hopper_tile_config(static_cast<int>(d), sq)}) {
+                const int expected =
+                    brute_force_num_splits(p, tiles, sm_count, default_quarter_constants());
+                ASSERT_EQ(choose_num_splits(p, nvidia(sm_count), tiles), expected)
+                    << describe(p, sm_count) << " packs_heads " << tiles.packs_heads;
+                ++compared;
+                split += expected > 1;
+              }
             }
           }
         }
@@ -270,7 +284,10 @@ TEST(SplitHeuristic, MatchesABruteForceWithRandomConstants) {
     q.half_slots_per_sm_wide = 1 + rng() % 6;    // 0.5 .. 3
     q.half_slots_per_sm_narrow = 1 + rng() % 12;  // 0.5 .. 6
     q.quarter_block_overhead = rng() % 161;        // 0 .. 40
+    q.quarter_block_overhead_hopper = rng() % 161;  // 0 .. 40
     q.quarter_split_latency = rng() % 17;          // 0 .. 4
+    q.quarter_combine_cost = rng() % 65;           // 0 .. 16
+    q.min_gain_percent = rng() % 21;               // 0 .. 20 %
     q.max_splits = 1 + rng() % 200;
     q.min_key_blocks_per_split = 1 + rng() % 4;
     const int64_t d = rng() % 2 ? 64 : 128;
@@ -279,12 +296,14 @@ TEST(SplitHeuristic, MatchesABruteForceWithRandomConstants) {
     const int64_t hk = 1 + rng() % 16;
     AttnProblem p = shape(1 + rng() % 8, hk * group, hk, rng() % 3 ? 1 + rng() % 2048 : 1,
                           1 + rng() % 200000, d);
-    const TileConfig tiles = tiles_for(p);
+    const TileConfig tiles = rng() % 2 ? tiles_for(p) : hopper_tile_config(static_cast<int>(d), p.sq);
     ASSERT_EQ(choose_num_splits(p, nvidia(sm_count), tiles, q.to_double()),
               brute_force_num_splits(p, tiles, sm_count, q))
         << describe(p, sm_count) << " wide " << q.half_slots_per_sm_wide / 2.0 << " narrow "
         << q.half_slots_per_sm_narrow / 2.0 << " overhead " << q.quarter_block_overhead / 4.0
-        << " latency " << q.quarter_split_latency / 4.0 << " max " << q.max_splits
+        << " hopper overhead " << q.quarter_block_overhead_hopper / 4.0 << " latency "
+        << q.quarter_split_latency / 4.0 << " combine " << q.quarter_combine_cost / 4.0
+        << " min gain " << q.min_gain_percent << "% max " << q.max_splits
         << " min blocks " << q.min_key_blocks_per_split;
   }
 }
@@ -305,6 +324,8 @@ TEST(SplitHeuristic, WithoutOverheadOrLatencyMinimisesWavesTimesBlocksPerSplit) 
   SplitHeuristicConstants c;
   c.block_overhead = 0.0;
   c.split_latency = 0.0;
+  c.combine_cost = 0.0;
+  c.min_gain = 0.0;
   const AttnProblem problems[] = {shape(1, 16, 128, 65535, 64), shape(1, 3, 100, 20000, 128),
                                   shape(2, 32, 8, 1, 131072, 128), shape(1, 8, 1, 1, 9000, 64)};
   for (const AttnProblem& p : problems) {
@@ -325,6 +346,35 @@ TEST(SplitHeuristic, WithoutOverheadOrLatencyMinimisesWavesTimesBlocksPerSplit) 
       EXPECT_GE(best_g, choose_num_splits(p, nvidia(sm_count), tiles)) << describe(p, sm_count);
     }
   }
+}
+
+TEST(SplitHeuristic, CombineCostMinGainAndHopperOverheadAreUsed) {
+  AttnProblem prefill = shape(1, 16, 128, 65535, 64);
+  const TileConfig hopper = hopper_tile_config(64, prefill.sq), portable = tiles_for(prefill);
+  ASSERT_GT(choose_num_splits(prefill, nvidia(132), hopper), 1) << "splits by default";
+  SplitHeuristicConstants costly_combine, greedy_gain;
+  costly_combine.combine_cost = 1e9;
+  greedy_gain.min_gain = 0.99;  // a split would have to be 100x faster
+  EXPECT_EQ(choose_num_splits(prefill, nvidia(132), hopper, costly_combine), 1);
+  EXPECT_EQ(choose_num_splits(prefill, nvidia(132), portable, greedy_gain), 1);
+  // The Hopper overhead moves only Hopper tiles (somewhere in a sweep), never portable ones.
+  SplitHeuristicConstants light_hopper;
+  light_hopper.block_overhead_hopper = 0.0;
+  int hopper_moved = 0, portable_moved = 0;
+  for (int64_t b : {1, 2, 4, 8}) {
+    for (int64_t sq : {64, 128, 256, 1024}) {
+      for (int64_t sk : {4096, 16384, 65536}) {
+        AttnProblem p = shape(b, 16, sq, sk, 128);
+        const TileConfig h = hopper_tile_config(128, sq), t = tiles_for(p);
+        hopper_moved += choose_num_splits(p, nvidia(132), h, light_hopper) !=
+                        choose_num_splits(p, nvidia(132), h);
+        portable_moved += choose_num_splits(p, nvidia(132), t, light_hopper) !=
+                          choose_num_splits(p, nvidia(132), t);
+      }
+    }
+  }
+  EXPECT_GT(hopper_moved, 0);
+  EXPECT_EQ(portable_moved, 0);
 }
 
 TEST(SplitHeuristic, SlotsPerSmAndCapsAreUsed) {
@@ -363,8 +413,10 @@ TEST(SplitHeuristic, DegenerateInputsMeanNoSplit) {
         q.sk = sk;
         EXPECT_EQ(choose_num_splits(q, nvidia(132), tiles), 1) << describe(q, 132);
       }
-      // One key more is two blocks, and a one-block grid then gains from splitting.
+      // Two key blocks do not pay for the combine; a long key range on a one-block grid does.
       q.sk = tiles.block_n + 1;
+      EXPECT_EQ(choose_num_splits(q, nvidia(132), tiles), 1) << describe(q, 132);
+      q.sk = int64_t{tiles.block_n} * 64;
       EXPECT_GT(choose_num_splits(q, nvidia(132), tiles), 1) << describe(q, 132);
     }
   }
