@@ -36,7 +36,7 @@ struct HopperFwdParams {
 
 // The shipped shapes come from hopper_tile_config; the other parameters exist so benchmarks of
 // alternatives (rows per block, overlap on or off) need no edit here.
-template <int D, int BlockM, bool Overlap, bool PingPong>
+template <int D, int BlockM, bool Overlap, bool PingPong, int QStages>
 struct HopperTiles {
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = hopper_tile_config(D).block_n;
@@ -56,10 +56,14 @@ struct HopperTiles {
   static constexpr int kSlabBytesKV = kBlockN * 128;
   static constexpr int kTileBytesQ = kSlabs * kSlabBytesQ;
   static constexpr int kTileBytesKV = kSlabs * kSlabBytesKV;
-  // Q, K stages, V stages, then the barriers; +1024 to align the start to a swizzle atom.
-  static constexpr int kBarrierBytes = (2 + 4 * kStages) * 8;
+  // Q buffers, K stages, V stages, then the barriers; +1024 to align the start to a swizzle atom.
+  // Q buffers: with two, the producer loads the next tile's Q (and then its K, V) while this
+  // tile's Q is still in use, instead of waiting for its last S = Q K^T (measured: +2-3% with
+  // 192-row tiles, within noise with 128-row ping-pong tiles; benchmarks/NOTES.md).
+  static constexpr int kQStages = QStages;
+  static constexpr int kBarrierBytes = (2 * kQStages + 4 * kStages) * 8;
   static constexpr int kSmemBytes =
-      1024 + kTileBytesQ + 2 * kStages * kTileBytesKV + kBarrierBytes;
+      1024 + kQStages * kTileBytesQ + 2 * kStages * kTileBytesKV + kBarrierBytes;
   // setmaxnreg budgets: 128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 64K.
   static constexpr int kProducerRegs = kConsumers == 2 ? 40 : 32;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
@@ -107,12 +111,12 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // Swizzled tiles must start on a 1024-byte boundary (the swizzle pattern repeats every 8 rows).
   unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   unsigned char* sQ = smem;
-  unsigned char* sK = sQ + Tiles::kTileBytesQ;               // stage s at sK + s * kTileBytesKV
+  unsigned char* sK = sQ + Tiles::kQStages * Tiles::kTileBytesQ;  // stage s: + s * kTileBytesKV
   unsigned char* sV = sK + kStages * Tiles::kTileBytesKV;    // stage s at sV + s * kTileBytesKV
   uint64_t* bars = reinterpret_cast<uint64_t*>(sV + kStages * Tiles::kTileBytesKV);
-  uint64_t* q_full = bars;
-  uint64_t* q_empty = bars + 1;
-  uint64_t* k_full = bars + 2;
+  uint64_t* q_full = bars;                      // per Q buffer
+  uint64_t* q_empty = q_full + Tiles::kQStages;
+  uint64_t* k_full = q_empty + Tiles::kQStages;
   uint64_t* v_full = k_full + kStages;
   uint64_t* k_empty = v_full + kStages;
   uint64_t* v_empty = k_empty + kStages;
@@ -150,8 +154,10 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   };
 
   if (threadIdx.x == 0) {
-    mbar_init(q_full, 1);
-    mbar_init(q_empty, 4 * Tiles::kConsumers);
+    for (int b = 0; b < Tiles::kQStages; ++b) {
+      mbar_init(&q_full[b], 1);
+      mbar_init(&q_empty[b], 4 * Tiles::kConsumers);
+    }
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&k_full[s], 1);
       mbar_init(&v_full[s], 1);
@@ -172,14 +178,18 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     prefetch_tensor_map(&hp.v_map);
     int stage = 0;
     uint32_t phase = 0;
-    uint32_t q_round = 0;  // tiles with work so far: the parity of Q's barriers
+    uint32_t q_round = 0;  // tiles with work so far: picks the Q buffer and its barriers' parity
     for (int tile = blockIdx.x; tile < total_tiles; tile += gridDim.x) {
       locate(tile);
       if (range.begin >= range.end) continue;  // the consumers skip it too
-      mbar_wait(q_empty, (q_round & 1) ^ 1);   // the previous tile's last S = Q K^T is done
-      mbar_arrive_expect_tx(q_full, Tiles::kTileBytesQ);
+      // Q buffer q_round % kQStages, used for the (q_round / kQStages)-th time: wait until the
+      // tile that last used it has done its last S = Q K^T.
+      const int qb = q_round % Tiles::kQStages;
+      mbar_wait(&q_empty[qb], ((q_round / Tiles::kQStages) & 1) ^ 1);
+      mbar_arrive_expect_tx(&q_full[qb], Tiles::kTileBytesQ);
       for (int slab = 0; slab < Tiles::kSlabs; ++slab)
-        tma_load_4d(sQ + slab * Tiles::kSlabBytesQ, &hp.q_map, q_full, slab * 64, m0, head, batch);
+        tma_load_4d(sQ + qb * Tiles::kTileBytesQ + slab * Tiles::kSlabBytesQ, &hp.q_map,
+                    &q_full[qb], slab * 64, m0, head, batch);
       ++q_round;
       // Last key block first, as the consumers walk them (masking is then needed only early).
       for (int n = range.end - 1; n >= range.begin; --n) {
@@ -221,7 +231,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   float row_sum[2];  // this thread's partial; quad-reduced at the end
   float rescale[2];
 
-  const uint32_t q_addr = smem_u32(sQ) + consumer * 64 * 128;
+  uint32_t q_addr = 0;  // this warpgroup's 64 rows of the current tile's Q buffer
   const uint32_t k_base = smem_u32(sK), v_base = smem_u32(sV);
   // S = Q K^T for the block in `stage`: D/16 k-steps, each 32 B further along a slab's rows.
   auto issue_qk = [&](int stage) {
@@ -329,8 +339,10 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     row_max[0] = row_max[1] = -INFINITY;
     row_sum[0] = row_sum[1] = 0.f;
 
+    const int qb = q_round % Tiles::kQStages;
+    q_addr = smem_u32(sQ) + qb * Tiles::kTileBytesQ + consumer * 64 * 128;
     if (range.begin < range.end && !Tiles::kOverlap) {
-      mbar_wait(q_full, q_round & 1);
+      mbar_wait(&q_full[qb], (q_round / Tiles::kQStages) & 1);
       for (int n = range.end - 1; n >= range.begin; --n) {
         mbar_wait(&k_full[stage], phase);
         wgmma_fence();
@@ -338,7 +350,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         wgmma_wait<0>();
         fence_accumulators(s);
         release(&k_empty[stage]);
-        if (n == range.begin) release(q_empty);  // the tile's last read of Q
+        if (n == range.begin) release(&q_empty[qb]);  // the tile's last read of Q
         softmax(n);
         rescale_o();
         pack_p();
@@ -353,7 +365,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       ++q_round;
     }
     if (range.begin < range.end && Tiles::kOverlap) {
-      mbar_wait(q_full, q_round & 1);
+      mbar_wait(&q_full[qb], (q_round / Tiles::kQStages) & 1);
       // The last key block (first in walk order) alone: S, softmax, P.
       mbar_wait(&k_full[stage], phase);
       wait_turn();
@@ -363,7 +375,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       wgmma_wait<0>();
       fence_accumulators(s);
       release(&k_empty[stage]);
-      if (range.end - 1 == range.begin) release(q_empty);
+      if (range.end - 1 == range.begin) release(&q_empty[qb]);
       softmax(range.end - 1);
       pack_p();
       // Then each further block overlaps its S = Q K^T and softmax with the previous block's
@@ -382,7 +394,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         wgmma_wait<1>();  // S done (groups complete in order), P V may still run
         fence_accumulators(s);
         release(&k_empty[stage]);
-        if (n == range.begin) release(q_empty);
+        if (n == range.begin) release(&q_empty[qb]);
         softmax(n);
         wgmma_wait<0>();
         fence_accumulators(o);

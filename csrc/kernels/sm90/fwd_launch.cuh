@@ -73,10 +73,11 @@ void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
   if constexpr (D == 64) {
     if (hopper_block_m(D, params.sq) == 192) {
       // Three consumers issue in turn on their own; ping-pong is written for two.
-      return launch_with_tiles<Elem, D, HopperTiles<D, 192, false, false>>(params, stream, persistent);
+      return launch_with_tiles<Elem, D, HopperTiles<D, 192, false, false, 2>>(params, stream,
+                                                                             persistent);
     }
   }
-  launch_with_tiles<Elem, D, HopperTiles<D, 128, true, true>>(params, stream, persistent);
+  launch_with_tiles<Elem, D, HopperTiles<D, 128, true, true, 1>>(params, stream, persistent);
 }
 
 }  // namespace sm90
