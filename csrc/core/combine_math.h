@@ -10,14 +10,17 @@ namespace flashsplit {
 
 // log(sum_g exp(lse[g*stride])) computed around the maximum so huge spreads neither overflow
 // nor lose the largest term. -inf when every lse is -inf (no split saw a key); NaN when any is.
+// No early exit in the first pass, so a GPU thread can have all its loads in flight at once.
 FS_HOST_DEVICE inline float combined_lse(const float* lse, int num_splits, long long stride) {
   float max_lse = -INFINITY;
+  bool saw_nan = false;
   for (int g = 0; g < num_splits; ++g) {
     const float x = lse[g * stride];
     // fmaxf drops NaN; a split that met a NaN must poison the row as the unsplit kernel does.
-    if (x != x) return x;
+    saw_nan |= x != x;
     max_lse = fmaxf(max_lse, x);
   }
+  if (saw_nan) return NAN;
   if (max_lse == -INFINITY) return -INFINITY;
   float sum = 0.f;
   for (int g = 0; g < num_splits; ++g) sum += expf(lse[g * stride] - max_lse);

@@ -23,14 +23,29 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const AttnFwdP
   const float* lse_g = p.lse_accum + row;
   const float total = combined_lse(lse_g, p.num_splits, rows);
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int g = 0; g < p.num_splits; ++g) {
-    const float w = split_weight(lse_g[g * rows], total);
-    if (w == 0.f) continue;  // a split that saw no key never wrote its partial
-    const float4 part = *reinterpret_cast<const float4*>(p.o_accum + (g * rows + row) * D + col);
-    acc.x += w * part.x;
-    acc.y += w * part.y;
-    acc.z += w * part.z;
-    acc.w += w * part.w;
+  // kChunk splits at a time: their weights, then their partials, each batch of loads issued
+  // together (decode rows walk up to 128 splits, and one load at a time is pure latency).
+  constexpr int kChunk = 8;
+  for (int g0 = 0; g0 < p.num_splits; g0 += kChunk) {
+    float w[kChunk];
+    float4 part[kChunk];
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i)
+      w[i] = g0 + i < p.num_splits ? split_weight(lse_g[(g0 + i) * rows], total) : 0.f;
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      // A split with weight 0 (saw no key, or past the last) is never read or multiplied.
+      part[i] = w[i] != 0.f
+                    ? *reinterpret_cast<const float4*>(p.o_accum + ((g0 + i) * rows + row) * D + col)
+                    : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      acc.x += w[i] * part[i].x;
+      acc.y += w[i] * part[i].y;
+      acc.z += w[i] * part[i].z;
+      acc.w += w[i] * part[i].w;
+    }
   }
 
   // row = (batch * h + head) * sq + query
