@@ -21,6 +21,7 @@
 #include "core/split_partition.h"
 #include "core/tile_config.h"
 #include "kernels/attn_params.h"
+#include "kernels/fwd_common.cuh"
 #include "kernels/sm80/mma_primitives.cuh"
 
 namespace flashsplit {
@@ -99,15 +100,6 @@ __device__ __forceinline__ void load_packed_q(Elem* smem, const Elem* q, const A
     const Elem* src = q + at.query * p.q_row_stride + at.head * p.q_head_stride + chunk * 8;
     cp_async_16(smem_addr(smem + swizzled<D>(row, chunk)), src, valid);
   }
-}
-
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
 template <class Elem, int D, bool Narrow, bool Causal, bool Split>
@@ -312,30 +304,11 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
   for (int i = 0; i < 2 * MT; ++i) {
     const int t = i / 2, c = (i % 2) * 2;
     const float sum = quad_sum(row_sum[i]);  // every lane shuffles before padding rows leave
-    const int query = my_rows[i].query, head = my_rows[i].head;
-    if (query >= p.sq) continue;  // a padding row past the last packed row
-    // A row that saw no key: output 0 and lse -inf. A NaN sum stays NaN in both.
-    const float inv = sum == 0.f ? 0.f : 1.f / sum;
-    const float lse = sum == 0.f ? -INFINITY
-                                 : (row_max[i] * scale_log2 + log2f(sum)) * static_cast<float>(M_LN2);
-    const int64_t bh = static_cast<int64_t>(batch) * p.h + head;
-    if constexpr (Split) {
-      const int64_t partial_row = (split * static_cast<int64_t>(p.b) * p.h + bh) * p.sq + query;
-      float* dst = p.o_accum + partial_row * D;
-#pragma unroll
-      for (int j = 0; j < kDTiles; ++j)
-        *reinterpret_cast<float2*>(dst + j * 8 + quad_col * 2) =
-            make_float2(o[t][j][c] * inv, o[t][j][c + 1] * inv);
-      if (quad_col == 0) p.lse_accum[partial_row] = lse;
-    } else {
-      Elem* dst = static_cast<Elem*>(p.out) + batch * p.o_batch_stride +
-                  static_cast<int64_t>(query) * p.o_row_stride + head * p.o_head_stride;
-#pragma unroll
-      for (int j = 0; j < kDTiles; ++j)
-        *reinterpret_cast<uint32_t*>(dst + j * 8 + quad_col * 2) =
-            pack2<Elem>(o[t][j][c] * inv, o[t][j][c + 1] * inv);
-      if (quad_col == 0) p.lse[bh * p.sq + query] = lse;
-    }
+    if (my_rows[i].query >= p.sq) continue;  // a padding row past the last packed row
+    write_output_row<Elem, D, Split>(p, batch, my_rows[i].head, my_rows[i].query, split,
+                                     row_max[i], scale_log2, sum, quad_col, [&](int j) {
+                                       return make_float2(o[t][j][c], o[t][j][c + 1]);
+                                     });
   }
 }
 

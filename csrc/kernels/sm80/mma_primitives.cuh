@@ -65,28 +65,5 @@ __device__ __forceinline__ void mma_16816<gpu_fp16_t>(float (&c)[4], const uint3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// 2^x in one MUFU op. ftz: a denormal result is 0, which for softmax weights below 2^-126 of
-// the row's largest is what the rounding would give anyway; exp2f without ftz adds range fix-ups.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// Two floats -> one register of two 16-bit values (low half first), round to nearest.
-template <class Elem>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi);
-
-template <>
-__device__ __forceinline__ uint32_t pack2<gpu_bf16_t>(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-template <>
-__device__ __forceinline__ uint32_t pack2<gpu_fp16_t>(float lo, float hi) {
-  __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
 }  // namespace sm80
 }  // namespace flashsplit

@@ -20,6 +20,7 @@
 #include "core/split_partition.h"
 #include "core/tile_config.h"
 #include "kernels/attn_params.h"
+#include "kernels/fwd_common.cuh"
 #include "kernels/sm90/hopper_primitives.cuh"
 
 namespace flashsplit {
@@ -72,33 +73,6 @@ struct HopperTiles {
   static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536,
                 "register budget of one block");
 };
-
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
-// Two floats -> one register of two 16-bit values (low half first), round to nearest.
-template <class Elem>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same<Elem, gpu_bf16_t>::value) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
 
 template <class Elem, int D, bool Causal, bool Split, class Tiles>
 __global__ void __launch_bounds__(Tiles::kThreads, 1)
@@ -420,28 +394,10 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       const float sum = quad_sum(row_sum[r]);
       const int query = row0 + 8 * r;
       if (query >= p.sq) continue;  // a padding row of the last tile
-      // A row that saw no key: output 0 and lse -inf. A NaN sum stays NaN in both.
-      const float inv = sum == 0.f ? 0.f : 1.f / sum;
-      const float lse = sum == 0.f ? -INFINITY
-                                   : (row_max[r] * scale_log2 + log2f(sum)) * static_cast<float>(M_LN2);
-      const int64_t bh = static_cast<int64_t>(batch) * p.h + head;
-      if constexpr (Split) {
-        const int64_t partial_row = (split * static_cast<int64_t>(p.b) * p.h + bh) * p.sq + query;
-        float* dst = p.o_accum + partial_row * D;
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j)
-          *reinterpret_cast<float2*>(dst + j * 8 + quad_col * 2) =
-              make_float2(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
-        if (quad_col == 0) p.lse_accum[partial_row] = lse;
-      } else {
-        Elem* dst = static_cast<Elem*>(p.out) + batch * p.o_batch_stride +
-                    static_cast<int64_t>(query) * p.o_row_stride + head * p.o_head_stride;
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j)
-          *reinterpret_cast<uint32_t*>(dst + j * 8 + quad_col * 2) =
-              pack2<Elem>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
-        if (quad_col == 0) p.lse[bh * p.sq + query] = lse;
-      }
+      write_output_row<Elem, D, Split>(p, batch, head, query, split, row_max[r], scale_log2, sum,
+                                       quad_col, [&](int j) {
+                                         return make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]);
+                                       });
     }
   }
 #endif  // FS_HAS_WGMMA

@@ -1,0 +1,85 @@
+// Device helpers both forward kernels (sm80/ portable, sm90/ Hopper) share: the row statistics
+// of the online softmax, 16-bit packing, and the epilogue that writes a finished query row
+// either to the output (direct, G = 1) or to its split's fp32 partial for the combine kernel.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/attn_params.h"
+#include "kernels/platform.h"
+
+namespace flashsplit {
+
+// Max and sum over the 4 lanes of a quad, which hold one accumulator row between them in the
+// m16n8 / wgmma fragment layouts.
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// 2^x in one MUFU op. ftz: a denormal result is 0, which for softmax weights below 2^-126 of
+// the row's largest is what the rounding would give anyway; exp2f without ftz adds range fix-ups.
+__device__ __forceinline__ float fast_exp2(float x) {
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+  return exp2f(x);
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+
+// Two floats -> one register of two 16-bit values (low half first), round to nearest.
+template <class Elem>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same<Elem, gpu_bf16_t>::value) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// Writes one finished query row. `sum` is the quad-reduced softmax denominator, `row_max` the
+// running max of the raw scores (in the units scale_log2 turns into log2). pair(j) returns the
+// unnormalised output columns (8j + 2 * quad_col, + 1) this lane holds, j < D / 8.
+// A row that saw no key writes 0 and lse -inf; a NaN sum stays NaN in both.
+template <class Elem, int D, bool Split, class Pair>
+__device__ __forceinline__ void write_output_row(const AttnFwdParams& p, int batch, int head,
+                                                 int query, int split, float row_max,
+                                                 float scale_log2, float sum, int quad_col,
+                                                 Pair pair) {
+  const float inv = sum == 0.f ? 0.f : 1.f / sum;
+  const float lse =
+      sum == 0.f ? -INFINITY : (row_max * scale_log2 + log2f(sum)) * static_cast<float>(M_LN2);
+  const int64_t bh = static_cast<int64_t>(batch) * p.h + head;
+  if constexpr (Split) {
+    const int64_t partial_row = (split * static_cast<int64_t>(p.b) * p.h + bh) * p.sq + query;
+    float* dst = p.o_accum + partial_row * D;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const float2 v = pair(j);
+      *reinterpret_cast<float2*>(dst + j * 8 + quad_col * 2) = make_float2(v.x * inv, v.y * inv);
+    }
+    if (quad_col == 0) p.lse_accum[partial_row] = lse;
+  } else {
+    Elem* dst = static_cast<Elem*>(p.out) + batch * p.o_batch_stride +
+                static_cast<int64_t>(query) * p.o_row_stride + head * p.o_head_stride;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const float2 v = pair(j);
+      *reinterpret_cast<uint32_t*>(dst + j * 8 + quad_col * 2) = pack2<Elem>(v.x * inv, v.y * inv);
+    }
+    if (quad_col == 0) p.lse[bh * p.sq + query] = lse;
+  }
+}
+
+}  // namespace flashsplit
