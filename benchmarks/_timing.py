@@ -13,6 +13,7 @@ Timing method (why it looks like this):
 from __future__ import annotations
 
 import csv
+import gc
 import importlib
 import json
 import math
@@ -220,6 +221,20 @@ def _host_launch_seconds(fn: Callable, args) -> float:
 
 def time_cuda(torch, fn: Callable, arg_sets: Sequence[tuple], warmup: int = 5, reps: int = 20,
               max_seconds: float = 10.0) -> Timing:
+    """Median CUDA-event time of fn(*args), rotating over arg_sets, with Python's garbage
+    collector paused (as timeit does): a collection during a call stalls its enqueue by up to
+    a few ms, which the GPU would otherwise count (host_stalled_reps reports what is left)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _time_cuda(torch, fn, arg_sets, warmup, reps, max_seconds)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _time_cuda(torch, fn: Callable, arg_sets: Sequence[tuple], warmup: int,
+               reps: int, max_seconds: float) -> Timing:
     """Median CUDA-event time of fn(*args), rotating over arg_sets.
 
     Stops early (with at least 3 reps) when the measured calls exceed max_seconds, so one huge
@@ -234,13 +249,16 @@ def time_cuda(torch, fn: Callable, arg_sets: Sequence[tuple], warmup: int = 5, r
     sleep_cycles = int(max(50e-6, 4 * host_s) * 2.0e9)  # <= 2 GHz SM clock: long enough
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    host_ms = []  # host time to enqueue each timed call: beyond the sleep, the GPU waited on it
     done = 0
     began = time.perf_counter()
     for i in range(reps):
         args = arg_sets[i % len(arg_sets)]
         torch.cuda._sleep(sleep_cycles)
         starts[i].record()
+        t0 = time.perf_counter()
         fn(*args)
+        host_ms.append((time.perf_counter() - t0) * 1e3)
         ends[i].record()
         done += 1
         if done >= 3 and i % 4 == 3:
@@ -254,6 +272,10 @@ def time_cuda(torch, fn: Callable, arg_sets: Sequence[tuple], warmup: int = 5, r
     result["p10_ms"] = times[int(0.1 * (len(times) - 1))]
     result["p90_ms"] = times[int(0.9 * (len(times) - 1))]
     result["reps"] = len(times)
+    # Calls whose enqueue outlasted the sleep: their GPU times include host time.
+    sleep_ms = sleep_cycles / 2.0e9 * 1e3
+    result["host_max_ms"] = max(host_ms)
+    result["host_stalled_reps"] = sum(ms > sleep_ms for ms in host_ms)
     return result
 
 

@@ -100,6 +100,9 @@ def record_timing(row, torch, runner, sets, args, flops):
     timing = T.time_cuda(torch, runner, sets, args.warmup, args.reps)
     row.update(ms=timing["median_ms"], p10_ms=timing["p10_ms"], p90_ms=timing["p90_ms"],
                tflops=T.tflops(flops, timing["median_ms"]))
+    if timing["host_stalled_reps"]:
+        row["note"] = (f"{timing['host_stalled_reps']}/{timing['reps']} reps waited on the host "
+                       f"(enqueue up to {timing['host_max_ms']:.3f} ms)")
 
 
 def run_shape(torch, flashsplit, args, shape, rows):
