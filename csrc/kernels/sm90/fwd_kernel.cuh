@@ -1,17 +1,23 @@
 // Hopper forward (sm_90a): TMA loads, wgmma, warp specialisation.
 //
-// One thread block owns one (batch, query head, 128-row query tile, split) and runs three
-// warpgroups. Warpgroup 0 is the producer: one thread issues TMA loads of Q once and of K and
-// V per key block into a ring of kStages stages, each completing on a "full" mbarrier; it then
-// waits on the stage's "empty" mbarrier before refilling it. Warpgroups 1 and 2 are consumers,
-// 64 query rows each: S = Q K^T with both operands read by wgmma straight from shared memory,
-// online softmax in registers (FFMA + ex2 as in the portable kernel), then O += P V with P fed
-// from registers. K and V have separate barriers so S can start while V is still landing, and
-// each consumer warp frees a stage as soon as it has finished reading it.
+// A thread block runs one producer warpgroup and two or three consumer warpgroups of 64 query
+// rows (a tile of 128 or 192 rows of one query head), and works through tiles = (query tile,
+// split, batch * head): one tile per block, or, where tiles are short, one block per SM walking
+// them in snake order (persistent; see hopper_persistent in core/tile_config.h).
+//
+// The producer is one thread issuing TMA loads of each tile's Q and of K and V per key block
+// into a ring of kStages stages; every load completes on a "full" mbarrier, and the producer
+// waits on the stage's "empty" mbarrier before refilling it. Consumers compute S = Q K^T with
+// both operands read by wgmma straight from shared memory, the online softmax in registers
+// (FFMA + ex2 as in the portable kernel), then O += P V with P fed from registers. K and V have
+// separate barriers so S can start while V is still landing, and each consumer warp frees a
+// stage as soon as it has read it. With two consumers, each overlaps a block's S and softmax
+// with the previous block's P V, and the two take turns issuing GEMMs (ping-pong), so one's
+// softmax runs under the other's GEMMs.
 //
 // Tiles in shared memory are in TMA's 128-byte swizzle: a tile of R rows and D columns is D/64
-// "slabs" of R x 64 elements, one TMA box each. The epilogues (direct vs split partial) match
-// the portable kernel's, so the combine kernel is shared.
+// "slabs" of R x 64 elements, one TMA box each. The epilogue (direct vs split partial) is the
+// portable kernel's (kernels/fwd_common.cuh), so the combine kernel is shared.
 #pragma once
 
 #include <float.h>
