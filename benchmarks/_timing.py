@@ -455,3 +455,14 @@ def try_import_pyplot():
     except Exception as exc:  # noqa: BLE001
         progress(f"matplotlib unavailable ({exc}); skipping the plot")
         return None
+
+
+def save_figure(plt, fig, axes, used: int, path: str, dpi: int, title: Optional[str] = None):
+    """Blanks the grid's unused panels (after the first `used`), lays out, writes and closes."""
+    for ax in list(axes.flat)[used:]:
+        ax.axis("off")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)

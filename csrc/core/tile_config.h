@@ -81,7 +81,8 @@ constexpr bool use_hopper_tiles(long long sq, long long h, long long hk) {
 // step and K/V of many heads crowd L2 (-30%), so long tiles use the hardware's scheduling.
 constexpr int kHopperPersistentMaxKeyBlocks = 32;
 constexpr bool hopper_persistent(long long sk) {
-  return (sk + 127) / 128 <= kHopperPersistentMaxKeyBlocks;
+  const long long block_n = hopper_tile_config(128).block_n;  // the same at both head dims
+  return (sk + block_n - 1) / block_n <= kHopperPersistentMaxKeyBlocks;
 }
 
 // Thread blocks per split of the forward grid for these tiles.

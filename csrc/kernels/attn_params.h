@@ -26,6 +26,7 @@ struct AttnFwdParams {
   int64_t o_batch_stride = 0, o_row_stride = 0, o_head_stride = 0;
 
   int b = 0, sq = 0, sk = 0, h = 0, hk = 0, d = 0;
+  int sm_count = 0;  // SMs of the device: a persistent launch runs one block per SM
   float softmax_scale = 1.f;
   bool causal = false;
 

@@ -37,6 +37,7 @@ AttnFwdParams make_params(const at::Tensor& q, const at::Tensor& k, const at::Te
   p.hk = static_cast<int>(k.size(2));
   p.softmax_scale = static_cast<float>(softmax_scale);
   p.causal = causal;
+  p.sm_count = at::cuda::getDeviceProperties(q.device().index())->multiProcessorCount;
   return p;
 }
 

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/sm90/fwd_kernel.cuh"
 #include "kernels/sm90/fwd_launch.h"
@@ -9,18 +11,6 @@
 
 namespace flashsplit {
 namespace sm90 {
-
-// SMs of the current device, asked once per device.
-inline int sm_count() {
-  static int counts[64] = {};
-  int device = 0;
-  FS_GPU_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= 64) device = 0;
-  if (counts[device] == 0) {
-    FS_GPU_CHECK(cudaDeviceGetAttribute(&counts[device], cudaDevAttrMultiProcessorCount, device));
-  }
-  return counts[device];
-}
 
 template <class Elem, int D, bool Causal, bool Split, class Tiles>
 void launch_variant(const HopperFwdParams& hp, gpuStream_t stream, bool persistent) {
@@ -32,7 +22,11 @@ void launch_variant(const HopperFwdParams& hp, gpuStream_t stream, bool persiste
   // tile, and the hardware hands tiles to SMs as they free up.
   const long long tiles =
       static_cast<long long>(ceil_div(p.sq, Tiles::kBlockM)) * p.num_splits * p.b * p.h;
-  const int blocks = static_cast<int>(persistent ? std::min<long long>(tiles, sm_count()) : tiles);
+  if (persistent && p.sm_count <= 0) {
+    throw std::runtime_error("flashsplit: a persistent launch needs AttnFwdParams::sm_count, got " +
+                             std::to_string(p.sm_count));
+  }
+  const int blocks = static_cast<int>(persistent ? std::min<long long>(tiles, p.sm_count) : tiles);
   kernel<<<blocks, Tiles::kThreads, Tiles::kSmemBytes, stream>>>(hp);
   FS_LAUNCH_CHECK("hopper_fwd_kernel launch");
 }
