@@ -259,12 +259,7 @@ def plot(path, all_results, method_names):
         ax.set_title(f"d={d}, causal={causal}")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
-    for ax in list(axes.flat)[n:]:
-        ax.axis("off")
-    fig.suptitle("flashsplit forward vs peers")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    T.save_figure(plt, fig, axes, n, path, dpi=110, title="flashsplit forward vs peers")
     return True
 
 

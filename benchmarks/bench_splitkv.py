@@ -261,11 +261,7 @@ def plot(path, per_shape):
         ax.set_ylabel("ms")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=6)
-    for ax in list(axes.flat)[n:]:
-        ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    T.save_figure(plt, fig, axes, n, path, dpi=100)
     return True
 
 
