@@ -48,6 +48,7 @@ import re
 import sys
 import time
 from collections import OrderedDict
+import dataclasses
 from dataclasses import dataclass
 
 import _timing as T
@@ -75,21 +76,28 @@ SLOWER_THAN_G1 = 1.02  # "more than 2 % slower than no split"
 
 @dataclass(frozen=True)
 class ModelConstants:
-    """SplitHeuristicConstants; costs in key-block iterations of one producer block."""
-    slots_per_sm_wide: float = 1.0      # blocks per SM that run at full speed, wide tiles
-    slots_per_sm_narrow: float = 2.0    # ... narrow (decode) tiles
-    block_overhead: float = 16.0        # fixed cost of one producer block (portable kernels)
-    block_overhead_hopper: float = 8.0  # ... of the Hopper kernels (128-key iterations)
-    split_latency: float = 0.5          # cost of each split whatever the grid (the combine)
-    combine_cost: float = 4.0           # cost of splitting at all (the combine's launch)
-    min_gain: float = 0.02              # a split must beat G = 1 by this fraction
+    """SplitHeuristicConstants (split_heuristic.h, where each is explained); times in
+    microseconds, overheads in key-block iterations of the block's own family."""
+    hopper_iteration_us_d64: float = 1.16
+    hopper_iteration_us_d128: float = 1.48
+    portable_iteration_us_d64: float = 0.97
+    portable_iteration_us_d128: float = 1.70
+    narrow_iteration_us: float = 0.75
+    slots_per_sm_narrow: float = 2.0
+    co_resident_speedup: float = 1.3
+    block_overhead: float = 4.0
+    block_overhead_hopper: float = 2.0
+    dram_bytes_per_us: float = 3.0e6
+    one_wave_imbalance: float = 0.03
+    partial_wave_penalty: float = 0.15
+    split_latency_us: float = 0.6
+    combine_us: float = 3.0
+    min_gain: float = 0.02
     max_splits: int = 128
-    min_key_blocks_per_split: int = 1   # each split walks at least this many key blocks
+    min_key_blocks_per_split: int = 1
 
 
-CONSTANT_FIELDS = ("slots_per_sm_wide", "slots_per_sm_narrow", "block_overhead",
-                   "block_overhead_hopper", "split_latency", "combine_cost", "min_gain",
-                   "max_splits", "min_key_blocks_per_split")
+CONSTANT_FIELDS = tuple(field.name for field in dataclasses.fields(ModelConstants))
 
 
 # Kernel families, named as flashsplit.explain reports them (kernel_family_name in gate.cpp).
@@ -276,42 +284,78 @@ load_cpp_tables()
 
 def model_num_splits(b, h, hk, sq, sk, d, sms, constants=None, tiles=None, kernel=PORTABLE):
     """Mirror of choose_num_splits for the given kernel family. tiles = (block_m, block_n,
-    blocks_per_sm), default the family's (model_tiles_for); the cost model does not use
-    blocks_per_sm (its slots per SM are constants)."""
+    blocks_per_sm), default the family's (model_tiles_for)."""
     constants = constants or DEFAULT_CONSTANTS
-    block_m, block_n, _ = tiles or model_tiles_for(sq, h, hk, d, kernel)
+    block_m, block_n, per_sm = tiles or model_tiles_for(sq, h, hk, d, kernel)
     if block_m <= 0 or block_n <= 0 or sms <= 0:
         return 1
-    narrow = block_m <= NARROW_MAX_ROWS
-    slots = sms * (constants.slots_per_sm_narrow if narrow else constants.slots_per_sm_wide)
     grid = grid_blocks(b, h, hk, sq, block_m, kernel)
     n_blocks = -(-sk // block_n)
-    if grid <= 0 or n_blocks <= 1 or slots <= 0:
+    if grid <= 0 or n_blocks <= 1:
         return 1
-    cap = min(constants.max_splits, n_blocks // max(constants.min_key_blocks_per_split, 1))
-    overhead = constants.block_overhead_hopper if kernel == HOPPER else constants.block_overhead
-    return _cheapest_split(grid, n_blocks, float(slots), float(overhead),
-                           float(constants.split_latency), float(constants.combine_cost),
-                           float(constants.min_gain), max(cap, 1))
+    return _cheapest_split(ModelProblem(b, h, hk, sq, sk, d, sms, block_m, per_sm, kernel, grid,
+                                        n_blocks), constants)
+
+
+@dataclass(frozen=True)
+class ModelProblem:
+    b: int
+    h: int
+    hk: int
+    sq: int
+    sk: int
+    d: int
+    sms: int
+    block_m: int
+    blocks_per_sm: int
+    kernel: str
+    grid: int
+    n_blocks: int
+
+
+def modelled_split_us(p, g, c):
+    """Mirror of modelled_split_us (split_heuristic.cpp), the same float operations in the same
+    order so ties break the same way."""
+    narrow = p.block_m <= NARROW_MAX_ROWS
+    if p.kernel == HOPPER:
+        per_128 = c.hopper_iteration_us_d64 if p.d <= 64 else c.hopper_iteration_us_d128
+        iteration = per_128 * p.block_m / 128.0
+    elif narrow:
+        iteration = c.narrow_iteration_us
+    else:
+        iteration = c.portable_iteration_us_d64 if p.d <= 64 else c.portable_iteration_us_d128
+    slots = p.sms * (c.slots_per_sm_narrow if narrow else 1.0)
+    blocks = float(p.grid) * g
+    waves = math.ceil(blocks / slots)
+    overhead = c.block_overhead_hopper if p.kernel == HOPPER else c.block_overhead
+    block_us = (float(-(-p.n_blocks // g)) + overhead) * iteration
+    co_resident = not narrow and p.blocks_per_sm >= 2 and waves >= 2
+    compute_us = waves * block_us / (c.co_resident_speedup if co_resident else 1.0)
+    d = float(p.d)
+    kv_bytes = 2.0 * p.b * p.hk * p.sk * d * 2.0
+    qo_bytes = 2.0 * p.b * p.h * p.sq * d * 2.0
+    partial_bytes = float(p.b) * p.h * p.sq * (d + 1.0) * 4.0 * g
+    split_bytes = partial_bytes if g > 1 else 0.0
+    memory_us = (kv_bytes + qo_bytes + split_bytes) / c.dram_bytes_per_us * \
+        (1.0 + c.one_wave_imbalance / waves) * \
+        (1.0 + c.partial_wave_penalty * (waves / (blocks / slots) - 1.0))
+    return max(compute_us, memory_us) + c.split_latency_us * g + \
+        (c.combine_us + partial_bytes / c.dram_bytes_per_us if g > 1 else 0.0)
 
 
 @functools.lru_cache(maxsize=1 << 20)
-def _cheapest_split(grid, n_blocks, slots, block_overhead, split_latency, combine_cost,
-                    min_gain, cap):
-    """argmin over G in [1, cap] of waves(G) * (ceil(n_blocks / G) + block_overhead)
-    + split_latency * G + [G > 1] combine_cost, waves(G) = ceil(grid * G / slots); the smallest
-    G on ties, and 1 unless it gains min_gain over G = 1. Same float operations as the C++ so
-    ties break the same way. Cached: --search revisits the same grids."""
-    best_g, best_cost, unsplit = 1, 0.0, 0.0
-    for g in range(1, cap + 1):
-        waves = math.ceil(grid * g / slots)
-        cost = waves * (-(-n_blocks // g) + block_overhead) + split_latency * g + \
-            (combine_cost if g > 1 else 0.0)
-        if g == 1:
-            unsplit = cost
-        if g == 1 or cost < best_cost:
-            best_g, best_cost = g, cost
-    return 1 if best_cost > unsplit * (1.0 - min_gain) else best_g
+def _cheapest_split(problem, constants):
+    """argmin over G in [1, cap] of modelled_split_us; the smallest G on ties, and 1 unless it
+    gains min_gain over G = 1. Cached: --search revisits the same shapes."""
+    cap = min(constants.max_splits,
+              problem.n_blocks // max(constants.min_key_blocks_per_split, 1))
+    unsplit = modelled_split_us(problem, 1, constants)
+    best_g, best = 1, unsplit
+    for g in range(2, cap + 1):
+        cost = modelled_split_us(problem, g, constants)
+        if cost < best:
+            best_g, best = g, cost
+    return 1 if best > unsplit * (1.0 - constants.min_gain) else best_g
 
 
 # ============================================================================ measuring
@@ -321,6 +365,9 @@ def parse_args(argv=None):
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--evaluate", metavar="RAW_CSV", default=None,
                    help="no measuring: report from an existing raw CSV")
+    p.add_argument("--exclude-shapes-in", metavar="RAW_CSV", action="append", default=[],
+                   help="with --evaluate: score only the shapes this other raw CSV lacks "
+                        "(a held-out check of constants tuned on it); may be repeated")
     p.add_argument("--search", action="store_true",
                    help="with --evaluate: grid-search the model constants")
     p.add_argument("--budget-seconds", type=float, default=300.0)
@@ -340,18 +387,9 @@ def parse_args(argv=None):
                    help="resident blocks per SM for the 'fills the GPU' test (default: each "
                         "row's recorded blocks_per_sm)")
     # The model's constants (defaults read from csrc/core/split_heuristic.h).
-    p.add_argument("--slots-per-sm-wide", type=float, default=DEFAULT_CONSTANTS.slots_per_sm_wide)
-    p.add_argument("--slots-per-sm-narrow", type=float,
-                   default=DEFAULT_CONSTANTS.slots_per_sm_narrow)
-    p.add_argument("--block-overhead", type=float, default=DEFAULT_CONSTANTS.block_overhead)
-    p.add_argument("--block-overhead-hopper", type=float,
-                   default=DEFAULT_CONSTANTS.block_overhead_hopper)
-    p.add_argument("--split-latency", type=float, default=DEFAULT_CONSTANTS.split_latency)
-    p.add_argument("--combine-cost", type=float, default=DEFAULT_CONSTANTS.combine_cost)
-    p.add_argument("--min-gain", type=float, default=DEFAULT_CONSTANTS.min_gain)
-    p.add_argument("--max-splits", type=int, default=DEFAULT_CONSTANTS.max_splits)
-    p.add_argument("--min-key-blocks-per-split", type=int,
-                   default=DEFAULT_CONSTANTS.min_key_blocks_per_split)
+    for field in CONSTANT_FIELDS:
+        default = getattr(DEFAULT_CONSTANTS, field)
+        p.add_argument("--" + field.replace("_", "-"), type=type(default), default=default)
     p.add_argument("--out", default="tune_out")
     args = p.parse_args(argv)
     args.split_list = T.parse_int_list(args.splits) if args.splits else CANDIDATE_SPLITS
@@ -538,20 +576,42 @@ def constants_text(c):
     return " ".join(f"{field}={getattr(c, field)}" for field in CONSTANT_FIELDS)
 
 
-# --search grid; max_splits stays at --max-splits (the measured G stop at 128).
+# --search: the values each constant may take (the iteration times stay as measured).
 SEARCH_GRID = OrderedDict(
-    slots_per_sm_wide=(0.5, 1.0, 1.5, 2.0),
-    slots_per_sm_narrow=(1.0, 2.0, 3.0, 4.0, 6.0),
-    block_overhead=(4.0, 8.0, 16.0, 24.0),
-    block_overhead_hopper=(2.0, 4.0, 8.0, 16.0),
-    split_latency=(0.25, 0.5, 1.0),
-    combine_cost=(0.0, 2.0, 4.0, 8.0),
-    min_gain=(0.0, 0.02, 0.05),
+    slots_per_sm_narrow=(1.5, 2.0, 2.5, 3.0),
+    co_resident_speedup=(1.1, 1.2, 1.3, 1.4, 1.5),
+    block_overhead=(2.0, 4.0, 6.0, 8.0, 12.0, 16.0),
+    block_overhead_hopper=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0),
+    dram_bytes_per_us=(2.6e6, 2.8e6, 3.0e6, 3.2e6, 3.4e6),
+    one_wave_imbalance=(0.0, 0.03, 0.05, 0.08, 0.1, 0.15),
+    partial_wave_penalty=(0.0, 0.05, 0.1, 0.15, 0.2, 0.3),
+    split_latency_us=(0.2, 0.3, 0.4, 0.5, 0.6, 0.8),
+    combine_us=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0),
+    min_gain=(0.0, 0.01, 0.02, 0.03, 0.04),
 )
+SEARCH_ROUNDS = 4
+
+
+def search_objective(result):
+    """What --search minimises: the geometric-mean regret first (x10), then the worst and the
+    99th-percentile regret, and 0.05 per filled grid made > 2 % slower than G = 1."""
+    regrets = sorted(r[0] for r in result["worst"])
+    p99 = regrets[int(0.99 * (len(regrets) - 1))]
+    return (10 * math.log(result["geomean"]) + math.log(regrets[-1]) + math.log(p99) +
+            0.05 * len(result["filled_slow"]))
 
 
 def evaluate(args, raw_path):
     shapes = load_raw(raw_path)
+    held_out_note = None
+    if getattr(args, "exclude_shapes_in", None):
+        seen = set()
+        for path in args.exclude_shapes_in:
+            seen.update(load_raw(path))
+        before = len(shapes)
+        shapes = OrderedDict((key, e) for key, e in shapes.items() if key not in seen)
+        held_out_note = (f"held out: {len(shapes)} of {before} shapes, those not in "
+                         f"{' or '.join(args.exclude_shapes_in)}")
     constants = ModelConstants(**{field: getattr(args, field) for field in CONSTANT_FIELDS})
     recorded = score(shapes, lambda info: int(info["heuristic_g"]), args.blocks_per_sm)
     model = score(shapes, model_chooser(constants), args.blocks_per_sm)
@@ -565,6 +625,8 @@ def evaluate(args, raw_path):
         families[entry["info"]["kernel"]] = families.get(entry["info"]["kernel"], 0) + 1
     lines = [f"tune_num_splits report from {raw_path}: {len(shapes)} shapes (kernel: " +
              ", ".join(f"{name} {count}" for name, count in families.items()) + ")"]
+    if held_out_note:
+        lines.append(held_out_note)
     lines += report_text("flashsplit heuristic (G recorded by explain)", recorded)
     lines += report_text(f"Python MODEL with {constants_text(constants)}", model)
     lines += report_text("always G=1 (no split)", g1)
@@ -584,19 +646,30 @@ def evaluate(args, raw_path):
     return lines
 
 
-def search_text(shapes, args, top=10):
-    lines = ["== constant search (model; lower geomean regret is better): " +
-             ", ".join(f"{k} in {v}" for k, v in SEARCH_GRID.items()) +
-             f", max_splits={args.max_splits}"]
-    found = []
-    for values in itertools.product(*SEARCH_GRID.values()):
-        c = ModelConstants(max_splits=args.max_splits, **dict(zip(SEARCH_GRID, values)))
-        r = score(shapes, model_chooser(c), args.blocks_per_sm)
-        if r["n"]:
-            found.append((r["geomean"], r["worst"][0][0], len(r["filled_slow"]), c))
-    for gm, worst, slow, c in sorted(found, key=lambda x: (x[0], x[1]))[:top]:
-        lines.append(f"  geomean {gm:.4f} worst {worst:.3f} filled-slow {slow}  "
-                     f"{constants_text(c)}")
+def search_text(shapes, args):
+    """Coordinate descent from the constants given on the command line: each round tries every
+    value of SEARCH_GRID for one constant at a time and keeps any that lowers
+    search_objective."""
+    lines = [f"== constant search (model, coordinate descent, {SEARCH_ROUNDS} rounds over "
+             f"{', '.join(SEARCH_GRID)}; objective: 10 log geomean + log worst + log p99 + "
+             f"0.05 per filled-slow)"]
+    best = ModelConstants(**{field: getattr(args, field) for field in CONSTANT_FIELDS})
+    result = score(shapes, model_chooser(best), args.blocks_per_sm)
+    if not result["n"]:
+        return lines + ["  no complete shapes"]
+    best_objective = search_objective(result)
+    for round_no in range(SEARCH_ROUNDS):
+        for field, values in SEARCH_GRID.items():
+            for value in values:
+                candidate = dataclasses.replace(best, **{field: value})
+                objective = search_objective(
+                    score(shapes, model_chooser(candidate), args.blocks_per_sm))
+                if objective < best_objective - 1e-9:
+                    best, best_objective = candidate, objective
+        r = score(shapes, model_chooser(best), args.blocks_per_sm)
+        lines.append(f"  round {round_no + 1}: geomean {r['geomean']:.4f} worst "
+                     f"{r['worst'][0][0]:.3f} filled-slow {len(r['filled_slow'])}  "
+                     f"{constants_text(best)}")
     return lines
 
 

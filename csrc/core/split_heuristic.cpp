@@ -14,7 +14,52 @@ int64_t num_key_blocks(const AttnProblem& problem, const TileConfig& tiles) {
   return (problem.sk + tiles.block_n - 1) / tiles.block_n;
 }
 
+bool is_narrow(const TileConfig& tiles) { return tiles.block_m <= kNarrowMaxRows; }
+
+// One key-block iteration of one thread block of these tiles, microseconds.
+double iteration_us(const TileConfig& tiles, int64_t d, const SplitHeuristicConstants& c) {
+  if (!tiles.packs_heads) {  // Hopper tiles: measured per 128 query rows
+    const double per_128_rows = d <= 64 ? c.hopper_iteration_us_d64 : c.hopper_iteration_us_d128;
+    return per_128_rows * tiles.block_m / 128.0;
+  }
+  if (is_narrow(tiles)) return c.narrow_iteration_us;
+  return d <= 64 ? c.portable_iteration_us_d64 : c.portable_iteration_us_d128;
+}
+
+// The native kernels take fp16 / bf16 inputs and write fp32 partials (+ one lse per row).
+constexpr double kElementBytes = 2.0, kPartialBytes = 4.0;
+
 }  // namespace
+
+double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
+                         const TileConfig& tiles, int g, const SplitHeuristicConstants& c) {
+  if (tiles.block_m <= 0 || tiles.block_n <= 0 || device.sm_count <= 0 || g < 1) return -1.0;
+  const int64_t grid_blocks = forward_blocks(problem.b, problem.sq, problem.h, problem.hk, tiles);
+  const double slots = device.sm_count * (is_narrow(tiles) ? c.slots_per_sm_narrow : 1.0);
+  if (grid_blocks <= 0 || slots <= 0) return -1.0;
+
+  const double blocks = static_cast<double>(grid_blocks) * g;
+  const double waves = std::ceil(blocks / slots);
+  const int64_t per_split = (num_key_blocks(problem, tiles) + g - 1) / g;
+  const double overhead = tiles.packs_heads ? c.block_overhead : c.block_overhead_hopper;
+  const double block_us =
+      (static_cast<double>(per_split) + overhead) * iteration_us(tiles, problem.d, c);
+  const bool co_resident = !is_narrow(tiles) && tiles.blocks_per_sm >= 2 && waves >= 2;
+  const double compute_us = waves * block_us / (co_resident ? c.co_resident_speedup : 1.0);
+
+  const double d = static_cast<double>(problem.d);
+  const double kv_bytes = 2.0 * problem.b * problem.hk * problem.sk * d * kElementBytes;
+  const double qo_bytes = 2.0 * problem.b * problem.h * problem.sq * d * kElementBytes;
+  const double partial_bytes = static_cast<double>(problem.b) * problem.h * problem.sq *
+                               (d + 1.0) * kPartialBytes * g;  // all g splits' partials
+  const double split_bytes = g > 1 ? partial_bytes : 0.0;
+  const double memory_us = (kv_bytes + qo_bytes + split_bytes) / c.dram_bytes_per_us *
+                           (1.0 + c.one_wave_imbalance / waves) *
+                           (1.0 + c.partial_wave_penalty * (waves / (blocks / slots) - 1.0));
+
+  return std::max(compute_us, memory_us) + c.split_latency_us * g +
+         (g > 1 ? c.combine_us + partial_bytes / c.dram_bytes_per_us : 0.0);
+}
 
 // A cost model rather than FlashAttention-2's wave-efficiency rule: measured on the H100, the
 // v0 rule over-split decode grids (G = 85..109 where 16..32 was best, regret up to 2.3x) and
@@ -22,30 +67,19 @@ int64_t num_key_blocks(const AttnProblem& problem, const TileConfig& tiles) {
 int choose_num_splits(const AttnProblem& problem, const DeviceInfo& device,
                       const TileConfig& tiles, const SplitHeuristicConstants& constants) {
   if (tiles.block_m <= 0 || tiles.block_n <= 0 || device.sm_count <= 0) return 1;
-  const bool narrow = tiles.block_m <= kNarrowMaxRows;
-  const double slots = device.sm_count *
-                       (narrow ? constants.slots_per_sm_narrow : constants.slots_per_sm_wide);
-  const int64_t grid_blocks = forward_blocks(problem.b, problem.sq, problem.h, problem.hk, tiles);
   const int64_t key_blocks = num_key_blocks(problem, tiles);
-  if (grid_blocks <= 0 || key_blocks <= 1 || slots <= 0) return 1;
+  const double unsplit_us = modelled_split_us(problem, device, tiles, 1, constants);
+  if (key_blocks <= 1 || unsplit_us < 0) return 1;
   const int64_t cap = std::min<int64_t>(
       constants.max_splits, key_blocks / std::max(constants.min_key_blocks_per_split, 1));
 
-  // The Hopper kernels' tiles hold one head's rows; only they leave packs_heads off.
-  const double overhead =
-      tiles.packs_heads ? constants.block_overhead : constants.block_overhead_hopper;
   int best_g = 1;
-  double best_cost = 0.0, unsplit_cost = 0.0;
-  for (int64_t g = 1; g <= std::max<int64_t>(cap, 1); ++g) {
-    const double waves = std::ceil(static_cast<double>(grid_blocks * g) / slots);
-    const double per_split = static_cast<double>((key_blocks + g - 1) / g);
-    const double cost = waves * (per_split + overhead) +
-                        constants.split_latency * static_cast<double>(g) +
-                        (g > 1 ? constants.combine_cost : 0.0);
-    if (g == 1) unsplit_cost = cost;
-    if (g == 1 || cost < best_cost) best_g = static_cast<int>(g), best_cost = cost;
+  double best_us = unsplit_us;
+  for (int g = 2; g <= cap; ++g) {
+    const double us = modelled_split_us(problem, device, tiles, g, constants);
+    if (us < best_us) best_g = g, best_us = us;
   }
-  return best_cost > unsplit_cost * (1.0 - constants.min_gain) ? 1 : best_g;
+  return best_us > unsplit_us * (1.0 - constants.min_gain) ? 1 : best_g;
 }
 
 int resolve_num_splits(int requested, const AttnProblem& problem, const DeviceInfo& device,

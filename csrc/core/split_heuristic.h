@@ -6,37 +6,67 @@
 
 namespace flashsplit {
 
-// Every tunable constant of the heuristic lives here. v1: fitted to 1,211 shapes measured on an
-// H100 (benchmarks/data/tune_h100_v1.csv, made by benchmarks/tune_num_splits.py). v2 adds the
-// Hopper kernels' block overhead, the combine's fixed cost and the minimum gain, fitted on half
-// of the 983 shapes of benchmarks/data/tune_h100_v3.csv (the kernels of this commit) and
-// checked on the other half (benchmarks/NOTES.md). Costs are in units of one key-block
-// iteration of one producer block of the kernel family that runs.
+// Every tunable constant of the heuristic lives here, measured or fitted on an H100 (132 SMs,
+// HBM3). v3 models time in microseconds: a compute term (waves of thread blocks, each walking
+// its key blocks) and a DRAM term (the bytes the call must move), because the v2 model, which
+// counted only waves, missed by up to 1.21x on memory-bound grids (long keys, few query rows,
+// no GQA reuse), where G follows the traffic rather than the waves. The iteration times are
+// the G = 1 one-wave rows of benchmarks/data/tune_h100_v3.csv (time / key blocks at 512+
+// blocks); the rest were fitted on all 983 shapes of that CSV and checked on the 512 shapes of
+// tune_h100_v4.csv it does not contain (benchmarks/NOTES.md, "heuristic v3").
 struct SplitHeuristicConstants {
-  // Blocks per SM that actually run concurrently at full speed. Below the residency limit:
-  // wide tiles saturate the tensor cores with one block per SM, and narrow (decode) tiles
-  // saturate memory bandwidth with two, so more blocks than that only queue.
-  double slots_per_sm_wide = 1.0;
+  // Time of one key-block iteration of one thread block, in microseconds, per kernel family and
+  // head dim (d <= 64 uses the d64 value, larger d the d128 one). Hopper: per 128 query rows.
+  double hopper_iteration_us_d64 = 1.16;
+  double hopper_iteration_us_d128 = 1.48;
+  double portable_iteration_us_d64 = 0.97;
+  double portable_iteration_us_d128 = 1.70;
+  double narrow_iteration_us = 0.75;
+  // Narrow (decode) tiles: blocks per SM that run at full speed together (they are memory-
+  // bound, so more than two only queue). Wide tiles: one per SM, see co_resident_speedup.
   double slots_per_sm_narrow = 2.0;
-  // Fixed cost of a producer block (prologue, first loads, epilogue and its partial write):
-  // portable kernels, and the Hopper kernels (whose key-block iterations are twice as long).
-  double block_overhead = 16.0;
-  double block_overhead_hopper = 8.0;
-  // Cost each extra split adds whatever the grid: the combine walks the splits of a row in turn.
-  double split_latency = 0.5;
-  // Cost of splitting at all: the combine kernel's launch and its pass over the partials.
-  double combine_cost = 4.0;
-  // A split must beat G = 1 by this fraction of G = 1's modelled cost: where the grid already
+  // Wide portable tiles with room for two blocks per SM: throughput of two co-resident blocks
+  // relative to one (latency hiding), applied once the grid puts two on an SM.
+  double co_resident_speedup = 1.3;
+  // Fixed cost of a thread block (prologue, first loads, epilogue and its partial write), in
+  // key-block iterations of its own family: portable, and Hopper.
+  double block_overhead = 4.0;
+  double block_overhead_hopper = 2.0;
+  // DRAM bandwidth the kernels reach, bytes per microsecond (3.0 TB/s: the best measured MHA
+  // rows; the H100's peak is 3.35).
+  double dram_bytes_per_us = 3.0e6;
+  // A memory-bound grid of one wave runs at the pace of its slowest block; more, shorter waves
+  // even that out: the DRAM term is scaled by (1 + one_wave_imbalance / waves).
+  double one_wave_imbalance = 0.03;
+  // A last wave only partly full leaves bandwidth unused: the DRAM term is scaled by
+  // (1 + partial_wave_penalty * (waves / fractional waves - 1)).
+  double partial_wave_penalty = 0.15;
+  // Cost of each split (the combine walks a row's splits in turn), microseconds.
+  double split_latency_us = 0.6;
+  // Cost of splitting at all: the combine kernel's launch, microseconds (its pass over the
+  // partials is charged as DRAM traffic).
+  double combine_us = 3.0;
+  // A split must beat G = 1 by this fraction of G = 1's modelled time: where the grid already
   // fills the GPU the model's gain is only wave rounding, which measures within noise.
   double min_gain = 0.02;
   int max_splits = 128;
   int min_key_blocks_per_split = 1;
 };
 
-// Returns the G >= 1 that minimises the modelled time
-//   waves(G) * (ceil(key_blocks / G) + block_overhead) + split_latency * G + [G > 1] combine_cost,
-// waves(G) = ceil(grid_blocks * G / slots); the smallest such G on ties, and 1 unless that G
-// gains min_gain over it. Never more than the number of key blocks (over
+// The modelled time of running the call with g splits, in microseconds:
+//   max(compute, memory) + split_latency_us * g + [g > 1] (combine_us + partials / bandwidth)
+// compute = waves * (ceil(key_blocks / g) + block overhead) * iteration time
+//           (/ co_resident_speedup for wide tiles with blocks_per_sm >= 2 once waves >= 2),
+// waves = ceil(grid_blocks * g / slots), slots = SMs (x slots_per_sm_narrow for narrow tiles);
+// memory = (K and V once per k/v head + Q + O + [g > 1] partials written) / bandwidth,
+//          scaled by the one-wave imbalance and partial-wave penalty above.
+// Returns a negative value when the tiles or the device cannot run the problem.
+double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
+                         const TileConfig& tiles, int g,
+                         const SplitHeuristicConstants& constants = SplitHeuristicConstants{});
+
+// Returns the G >= 1 with the least modelled_split_us; the smallest such G on ties, and 1
+// unless that G gains min_gain over G = 1. Never more than the number of key blocks (over
 // min_key_blocks_per_split) or max_splits.
 int choose_num_splits(const AttnProblem& problem, const DeviceInfo& device,
                       const TileConfig& tiles,
