@@ -14,7 +14,8 @@ Evaluate mode (any machine):
   at measurement time and (b) a candidate heuristic written in Python below
   (`model_num_splits`): a MODEL of csrc/core/split_heuristic.cpp for offline tuning, to be
   ported back to C++ by hand. Its agreement with the recorded G is printed so a drifting mirror
-  is noticed. --search grid-searches the model's constants.
+  is noticed. --search tunes the model's constants by coordinate descent, and --exclude-shapes-in
+  scores only shapes another CSV lacks (a held-out check).
 
 Each raw row records the kernel family that ran ("kernel": "portable_mma" or "hopper_wgmma",
 from explain; CSVs older than the column read as portable_mma) and the decision's tiles:
@@ -369,7 +370,7 @@ def parse_args(argv=None):
                    help="with --evaluate: score only the shapes this other raw CSV lacks "
                         "(a held-out check of constants tuned on it); may be repeated")
     p.add_argument("--search", action="store_true",
-                   help="with --evaluate: grid-search the model constants")
+                   help="with --evaluate: tune the model constants (coordinate descent over SEARCH_GRID)")
     p.add_argument("--budget-seconds", type=float, default=300.0)
     p.add_argument("--max-shapes", type=int, default=None, help="stop after this many shapes")
     p.add_argument("--seed", type=int, default=0, help="order in which shapes are sampled")
