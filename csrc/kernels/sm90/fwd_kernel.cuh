@@ -12,8 +12,8 @@
 // (FFMA + ex2 as in the portable kernel), then O += P V with P fed from registers. K and V have
 // separate barriers so S can start while V is still landing, and each consumer warp frees a
 // stage as soon as it has read it. With two consumers, each overlaps a block's S and softmax
-// with the previous block's P V, and the two take turns issuing GEMMs (ping-pong), so one's
-// softmax runs under the other's GEMMs.
+// with the previous block's P V, and a tile's last P V with the next tile's first S; the two
+// take turns issuing GEMMs (ping-pong), so one's softmax runs under the other's GEMMs.
 //
 // Tiles in shared memory are in TMA's 128-byte swizzle: a tile of R rows and D columns is D/64
 // "slabs" of R x 64 elements, one TMA box each. The epilogue (direct vs split partial) is the
@@ -43,7 +43,7 @@ struct HopperFwdParams {
 
 // The shipped shapes come from hopper_tile_config; the other parameters exist so benchmarks of
 // alternatives (rows per block, overlap on or off) need no edit here.
-template <int D, int BlockM, bool Overlap, bool PingPong, int QStages>
+template <int D, int BlockM, bool Overlap, bool PingPong, int QStages, bool Carry>
 struct HopperTiles {
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = hopper_tile_config(D).block_n;
@@ -55,6 +55,9 @@ struct HopperTiles {
   static constexpr bool kPingPong = PingPong;
   static_assert(!PingPong || (Overlap && BlockM == 128),
                 "ping-pong alternates two overlapped consumers");
+  // A tile's last P V carries the next tile's first S = Q K^T and softmax (overlap only).
+  static constexpr bool kCarry = Carry;
+  static_assert(!Carry || Overlap, "carrying S across tiles extends the overlapped loop");
   static constexpr int kConsumers = kBlockM / 64;           // warpgroups of 64 rows
   static constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
   static constexpr int kStages = D == 64 ? 3 : 2;
@@ -66,7 +69,8 @@ struct HopperTiles {
   // Q buffers, K stages, V stages, then the barriers; +1024 to align the start to a swizzle atom.
   // Q buffers: with two, the producer loads the next tile's Q (and then its K, V) while this
   // tile's Q is still in use, instead of waiting for its last S = Q K^T (measured: +2-3% with
-  // 192-row tiles, within noise with 128-row ping-pong tiles; benchmarks/NOTES.md).
+  // 192-row tiles; with 128-row ping-pong tiles, whose last P V carries the next tile's first
+  // S, one buffer makes that S wait for Q and costs up to 8% at d=64; benchmarks/NOTES.md).
   static constexpr int kQStages = QStages;
   static constexpr int kBarrierBytes = (2 * kQStages + 4 * kStages) * 8;
   static constexpr int kSmemBytes =
@@ -307,58 +311,123 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   if (consumer == 1) pass_turn();
   int stage = 0;
   uint32_t phase = 0;
-  uint32_t q_round = 0;
   auto advance = [&]() {
     if (++stage == kStages) stage = 0, phase ^= 1;
   };
-  for (int tile = blockIdx.x; tile < total_tiles; tile += gridDim.x) {
-    locate(tile);
+  uint32_t q_round = 0;  // tiles with work so far, as the producer counts them
+  int qb = 0;            // the current tile's Q buffer
+
+  // Starts the located tile: this thread's rows, fresh softmax statistics, its Q buffer landed.
+  auto begin_tile = [&]() {
     row0 = m0 + tile_row;
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
     row_max[0] = row_max[1] = -INFINITY;
     row_sum[0] = row_sum[1] = 0.f;
-
-    const int qb = q_round % Tiles::kQStages;
+    qb = q_round % Tiles::kQStages;
     q_addr = smem_u32(sQ) + qb * Tiles::kTileBytesQ + consumer * 64 * 128;
-    if (range.begin < range.end && !Tiles::kOverlap) {
-      mbar_wait(&q_full[qb], (q_round / Tiles::kQStages) & 1);
-      for (int n = range.end - 1; n >= range.begin; --n) {
-        mbar_wait(&k_full[stage], phase);
-        wgmma_fence();
-        issue_qk(stage);
-        wgmma_wait<0>();
-        fence_accumulators(s);
-        release(&k_empty[stage]);
-        if (n == range.begin) release(&q_empty[qb]);  // the tile's last read of Q
-        softmax(n);
-        rescale_o();
-        pack_p();
-        mbar_wait(&v_full[stage], phase);
-        wgmma_fence();
-        issue_pv(stage);
-        wgmma_wait<0>();
-        fence_accumulators(o);
-        release(&v_empty[stage]);
-        advance();
-      }
-      ++q_round;
+    mbar_wait(&q_full[qb], (q_round / Tiles::kQStages) & 1);
+    ++q_round;
+  };
+  // What a tile's epilogue needs, kept apart from the walk's state: with overlap, the next
+  // tile's first block is already under way when the epilogue runs.
+  struct FinishedRows {
+    int row0, batch, head, split;
+    float row_max[2], row_sum[2];
+  };
+  auto finished_rows = [&]() {
+    return FinishedRows{row0,        batch,       head,        split,
+                        {row_max[0], row_max[1]}, {row_sum[0], row_sum[1]}};
+  };
+  // Epilogue: normalise O, then write either the output or this split's partial. Rows of a
+  // tile with no key block to visit (causal rows before the first key, an empty split) are
+  // written as seen-no-key: 0 and lse -inf, without reading O (it may hold another tile).
+  auto write_rows = [&](const FinishedRows& f, bool no_keys) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float sum = no_keys ? 0.f : quad_sum(f.row_sum[r]);
+      const int query = f.row0 + 8 * r;
+      if (query >= p.sq) continue;  // a padding row of the last tile
+      write_output_row<Elem, D, Split>(
+          p, f.batch, f.head, query, f.split, f.row_max[r], scale_log2, sum, quad_col, [&](int j) {
+            return no_keys ? make_float2(0.f, 0.f)
+                           : make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]);
+          });
     }
-    if (range.begin < range.end && Tiles::kOverlap) {
-      mbar_wait(&q_full[qb], (q_round / Tiles::kQStages) & 1);
-      // The last key block (first in walk order) alone: S, softmax, P.
+  };
+  // Moves to the tile of walk slot `slot`, or the first later one of this block with key
+  // blocks to visit (the producer skips the others too), writing the rows of those it passes;
+  // returns the slot.
+  auto next_work = [&](int slot) {
+    for (; slot < total_tiles; slot += gridDim.x) {
+      locate(slot);
+      if (range.begin < range.end) break;
+      write_rows(FinishedRows{m0 + tile_row, batch, head, split, {-INFINITY, -INFINITY}, {0.f, 0.f}},
+                 true);
+    }
+    return slot;
+  };
+  auto zero_o = [&]() {
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  };
+
+  if constexpr (!Tiles::kOverlap) {
+    for (int slot = blockIdx.x; slot < total_tiles; slot += gridDim.x) {
+      locate(slot);
+      zero_o();
+      row0 = m0 + tile_row;
+      row_max[0] = row_max[1] = -INFINITY;
+      row_sum[0] = row_sum[1] = 0.f;
+      // A tile with no key block to visit writes its rows from the zero O and sum.
+      if (range.begin < range.end) {
+        begin_tile();
+        for (int n = range.end - 1; n >= range.begin; --n) {
+          mbar_wait(&k_full[stage], phase);
+          wgmma_fence();
+          issue_qk(stage);
+          wgmma_wait<0>();
+          fence_accumulators(s);
+          release(&k_empty[stage]);
+          if (n == range.begin) release(&q_empty[qb]);  // the tile's last read of Q
+          softmax(n);
+          rescale_o();
+          pack_p();
+          mbar_wait(&v_full[stage], phase);
+          wgmma_fence();
+          issue_pv(stage);
+          wgmma_wait<0>();
+          fence_accumulators(o);
+          release(&v_empty[stage]);
+          advance();
+        }
+      }
+      write_rows(finished_rows(), false);
+    }
+  } else {
+    // Once S of a tile's first block (its last key block: blocks are walked backwards) has
+    // landed: free its K (and Q, if it is the tile's only block), softmax, P for the tensor cores.
+    auto first_block_scored = [&]() {
+      fence_accumulators(s);
+      release(&k_empty[stage]);
+      if (range.end - 1 == range.begin) release(&q_empty[qb]);
+      softmax(range.end - 1);
+    };
+    // A tile's first block with nothing beside it: S alone, then softmax and P.
+    auto start_alone = [&]() {
+      begin_tile();
       mbar_wait(&k_full[stage], phase);
       wait_turn();
       wgmma_fence();
       issue_qk(stage);
       pass_turn();
       wgmma_wait<0>();
-      fence_accumulators(s);
-      release(&k_empty[stage]);
-      if (range.end - 1 == range.begin) release(&q_empty[qb]);
-      softmax(range.end - 1);
+      first_block_scored();
+      zero_o();
       pack_p();
-      // Then each further block overlaps its S = Q K^T and softmax with the previous block's
+    };
+    int slot = next_work(blockIdx.x);
+    if (slot < total_tiles) start_alone();
+    while (slot < total_tiles) {
+      // Each further block overlaps its S = Q K^T and softmax with the previous block's
       // O += P V on the tensor cores; O is rescaled once that P V has landed.
       for (int n = range.end - 2; n >= range.begin; --n) {
         const int prev_stage = stage;
@@ -382,28 +451,43 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         rescale_o();
         pack_p();
       }
-      mbar_wait(&v_full[stage], phase);
-      wait_turn();
-      wgmma_fence();
-      issue_pv(stage);
-      pass_turn();
-      wgmma_wait<0>();
-      fence_accumulators(o);
-      release(&v_empty[stage]);
+      // The tile's last P V. With kCarry it carries the next tile's first S = Q K^T and
+      // softmax, so no GEMM of a tile boundary runs with nothing beside it; the epilogue
+      // follows once P V has landed.
+      const FinishedRows done = finished_rows();
+      const int last_stage = stage;
+      const uint32_t last_phase = phase;
       advance();
-      ++q_round;
-    }
-
-    // Epilogue: normalise, then write either the output or this split's partial.
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float sum = quad_sum(row_sum[r]);
-      const int query = row0 + 8 * r;
-      if (query >= p.sq) continue;  // a padding row of the last tile
-      write_output_row<Elem, D, Split>(p, batch, head, query, split, row_max[r], scale_log2, sum,
-                                       quad_col, [&](int j) {
-                                         return make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]);
-                                       });
+      slot = next_work(slot + gridDim.x);
+      if (Tiles::kCarry && slot < total_tiles) {
+        begin_tile();
+        mbar_wait(&k_full[stage], phase);
+        mbar_wait(&v_full[last_stage], last_phase);
+        wait_turn();
+        wgmma_fence();
+        issue_qk(stage);
+        issue_pv(last_stage);
+        pass_turn();
+        wgmma_wait<1>();
+        first_block_scored();
+        wgmma_wait<0>();
+        fence_accumulators(o);
+        release(&v_empty[last_stage]);
+        write_rows(done, false);
+        zero_o();
+        pack_p();
+      } else {
+        mbar_wait(&v_full[last_stage], last_phase);
+        wait_turn();
+        wgmma_fence();
+        issue_pv(last_stage);
+        pass_turn();
+        wgmma_wait<0>();
+        fence_accumulators(o);
+        release(&v_empty[last_stage]);
+        write_rows(done, false);
+        if (slot < total_tiles) start_alone();
+      }
     }
   }
 #endif  // FS_HAS_WGMMA

@@ -47,18 +47,39 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
   return hp;
 }
 
-template <class Elem, int D, class Tiles>
+// Tile choices per causal mask: TilesFor::template For<Causal> is the HopperTiles to run.
+template <class Elem, int D, class TilesFor>
 void launch_with_tiles(const AttnFwdParams& params, gpuStream_t stream, bool persistent) {
-  const HopperFwdParams hp = make_hopper_params<D, Tiles>(params);
+  using CausalTiles = typename TilesFor::template For<true>;
+  using FullTiles = typename TilesFor::template For<false>;
   const bool split = params.num_splits > 1;
   if (params.causal) {
-    split ? launch_variant<Elem, D, true, true, Tiles>(hp, stream, persistent)
-          : launch_variant<Elem, D, true, false, Tiles>(hp, stream, persistent);
+    const HopperFwdParams hp = make_hopper_params<D, CausalTiles>(params);
+    split ? launch_variant<Elem, D, true, true, CausalTiles>(hp, stream, persistent)
+          : launch_variant<Elem, D, true, false, CausalTiles>(hp, stream, persistent);
   } else {
-    split ? launch_variant<Elem, D, false, true, Tiles>(hp, stream, persistent)
-          : launch_variant<Elem, D, false, false, Tiles>(hp, stream, persistent);
+    const HopperFwdParams hp = make_hopper_params<D, FullTiles>(params);
+    split ? launch_variant<Elem, D, false, true, FullTiles>(hp, stream, persistent)
+          : launch_variant<Elem, D, false, false, FullTiles>(hp, stream, persistent);
   }
 }
+
+// d=64 from 4096 query rows: 192-row tiles, three consumers issuing in turn on their own
+// (ping-pong is written for two), two Q buffers.
+template <int D>
+struct WideTiles {
+  template <bool Causal>
+  using For = HopperTiles<D, 192, false, false, 2, false>;
+};
+// Otherwise 128-row ping-pong tiles with two Q buffers. A tile's last P V carries the next
+// tile's first S = Q K^T where that measured faster: causal (short tiles, many boundaries) and
+// d=64; at d=128 without a mask it measured 2-3% slower at s <= 1024, as the epilogue then
+// lands between two of a consumer's turns (benchmarks/NOTES.md, step 14).
+template <int D>
+struct PingPongTiles {
+  template <bool Causal>
+  using For = HopperTiles<D, 128, true, true, 2, Causal || D == 64>;
+};
 
 // Rows per block follow hopper_tile_config, which the heuristic modelled too.
 template <class Elem, int D>
@@ -66,12 +87,10 @@ void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
   const bool persistent = hopper_persistent(params.sk);
   if constexpr (D == 64) {
     if (hopper_block_m(D, params.sq) == 192) {
-      // Three consumers issue in turn on their own; ping-pong is written for two.
-      return launch_with_tiles<Elem, D, HopperTiles<D, 192, false, false, 2>>(params, stream,
-                                                                             persistent);
+      return launch_with_tiles<Elem, D, WideTiles<D>>(params, stream, persistent);
     }
   }
-  launch_with_tiles<Elem, D, HopperTiles<D, 128, true, true, 1>>(params, stream, persistent);
+  launch_with_tiles<Elem, D, PingPongTiles<D>>(params, stream, persistent);
 }
 
 }  // namespace sm90
