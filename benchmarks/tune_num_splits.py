@@ -83,16 +83,19 @@ class ModelConstants:
     hopper_iteration_us_d128: float = 1.48
     portable_iteration_us_d64: float = 0.97
     portable_iteration_us_d128: float = 1.70
-    narrow_iteration_us: float = 0.75
+    narrow_iteration_us: float = 0.6
     slots_per_sm_narrow: float = 2.0
     co_resident_speedup: float = 1.3
     block_overhead: float = 4.0
     block_overhead_hopper: float = 2.0
+    narrow_block_overhead: float = 6.0
     dram_bytes_per_us: float = 3.0e6
     one_wave_imbalance: float = 0.03
     partial_wave_penalty: float = 0.15
     split_latency_us: float = 0.6
     combine_us: float = 3.0
+    narrow_chunk_latency_us: float = 3.0
+    narrow_combine_us: float = 4.0
     min_gain: float = 0.02
     max_splits: int = 128
     min_key_blocks_per_split: int = 1
@@ -111,6 +114,8 @@ HOPPER = "hopper_wgmma"
 TILES = {(64, True): (16, 64, 6), (128, True): (16, 32, 6),
          (64, False): (128, 64, 2), (128, False): (128, 64, 1)}
 NARROW_MAX_ROWS = 16
+# kCombineSplitsPerChunk (core/combine_math.h): the combine reads a row's splits 8 at a time.
+COMBINE_SPLITS_PER_CHUNK = 8
 # HOPPER_TILES mirrors hopper_block_m + hopper_tile_config (tile_config.h): head dims with a
 # Hopper kernel; tall_d, the one head dim that may take tall tiles, from tall_min_sq query rows
 # on; base_m / tall_m, its rows
@@ -172,9 +177,10 @@ def _parse_hopper_tiles(text):
 def load_cpp_tables(repo=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))):
     """Reads portable_tile_config's TileConfig{block_m, block_n, warps, blocks_per_sm} entries,
     kNarrowMaxRows and the Hopper tiles (hopper_block_m, hopper_tile_config) from
-    tile_config.h, and the constants' defaults from split_heuristic.h. Keeps the built-in
+    tile_config.h, the combine's splits per chunk from combine_math.h and the constants'
+    defaults from split_heuristic.h. Keeps the built-in
     values (and says so in the report) when the headers do not parse."""
-    global NARROW_MAX_ROWS, TABLE_SOURCE, DEFAULT_CONSTANTS
+    global NARROW_MAX_ROWS, COMBINE_SPLITS_PER_CHUNK, TABLE_SOURCE, DEFAULT_CONSTANTS
     try:
         with open(os.path.join(repo, "csrc", "core", "tile_config.h")) as fh:
             text = fh.read()
@@ -189,6 +195,8 @@ def load_cpp_tables(repo=os.path.dirname(os.path.dirname(os.path.abspath(__file_
         if len(tiles) != 4:
             raise ValueError(f"found {len(tiles)} TileConfig entries, expected 4")
         max_rows = int(re.search(r"kNarrowMaxRows\s*=\s*(\d+)", text).group(1))
+        with open(os.path.join(repo, "csrc", "core", "combine_math.h")) as fh:
+            chunk = int(re.search(r"kCombineSplitsPerChunk\s*=\s*(\d+)", fh.read()).group(1))
         hopper = _parse_hopper_tiles(text)
         with open(os.path.join(repo, "csrc", "core", "split_heuristic.h")) as fh:
             heur = fh.read()
@@ -208,8 +216,9 @@ def load_cpp_tables(repo=os.path.dirname(os.path.dirname(os.path.abspath(__file_
     TILES.update(tiles)
     HOPPER_TILES.update(hopper)
     NARROW_MAX_ROWS = max_rows
+    COMBINE_SPLITS_PER_CHUNK = chunk
     DEFAULT_CONSTANTS = ModelConstants(**defaults)
-    TABLE_SOURCE = "csrc/core/tile_config.h + split_heuristic.h"
+    TABLE_SOURCE = "csrc/core/tile_config.h + combine_math.h + split_heuristic.h"
 
 
 def packed_rows(sq, h, hk):
@@ -328,7 +337,8 @@ def modelled_split_us(p, g, c):
     slots = p.sms * (c.slots_per_sm_narrow if narrow else 1.0)
     blocks = float(p.grid) * g
     waves = math.ceil(blocks / slots)
-    overhead = c.block_overhead_hopper if p.kernel == HOPPER else c.block_overhead
+    overhead = c.narrow_block_overhead if narrow else \
+        c.block_overhead_hopper if p.kernel == HOPPER else c.block_overhead
     block_us = (float(-(-p.n_blocks // g)) + overhead) * iteration
     co_resident = not narrow and p.blocks_per_sm >= 2 and waves >= 2
     compute_us = waves * block_us / (c.co_resident_speedup if co_resident else 1.0)
@@ -337,11 +347,15 @@ def modelled_split_us(p, g, c):
     qo_bytes = 2.0 * p.b * p.h * p.sq * d * 2.0
     partial_bytes = float(p.b) * p.h * p.sq * (d + 1.0) * 4.0 * g
     split_bytes = partial_bytes if g > 1 else 0.0
+    imbalance = 0.0 if narrow else c.one_wave_imbalance
     memory_us = (kv_bytes + qo_bytes + split_bytes) / c.dram_bytes_per_us * \
-        (1.0 + c.one_wave_imbalance / waves) * \
+        (1.0 + imbalance / waves) * \
         (1.0 + c.partial_wave_penalty * (waves / (blocks / slots) - 1.0))
-    return max(compute_us, memory_us) + c.split_latency_us * g + \
-        (c.combine_us + partial_bytes / c.dram_bytes_per_us if g > 1 else 0.0)
+    chunks = math.ceil(float(g) / COMBINE_SPLITS_PER_CHUNK)
+    split_us = c.narrow_chunk_latency_us * chunks if narrow else c.split_latency_us * g
+    combine_us = c.narrow_combine_us if narrow else c.combine_us
+    return max(compute_us, memory_us) + split_us + \
+        (combine_us + partial_bytes / c.dram_bytes_per_us if g > 1 else 0.0)
 
 
 @functools.lru_cache(maxsize=1 << 20)
@@ -577,7 +591,8 @@ def constants_text(c):
     return " ".join(f"{field}={getattr(c, field)}" for field in CONSTANT_FIELDS)
 
 
-# --search: the values each constant may take (the iteration times stay as measured).
+# --search: the values each constant may take (the wide tiles' iteration times stay as measured;
+# the narrow one is fitted with the other narrow terms).
 SEARCH_GRID = OrderedDict(
     slots_per_sm_narrow=(1.5, 2.0, 2.5, 3.0),
     co_resident_speedup=(1.1, 1.2, 1.3, 1.4, 1.5),
@@ -588,6 +603,10 @@ SEARCH_GRID = OrderedDict(
     partial_wave_penalty=(0.0, 0.05, 0.1, 0.15, 0.2, 0.3),
     split_latency_us=(0.2, 0.3, 0.4, 0.5, 0.6, 0.8),
     combine_us=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0),
+    narrow_iteration_us=(0.5, 0.6, 0.75, 0.9),
+    narrow_block_overhead=(2.0, 4.0, 6.0, 8.0),
+    narrow_chunk_latency_us=(1.0, 2.0, 3.0, 4.0),
+    narrow_combine_us=(2.0, 3.0, 4.0, 6.0),
     min_gain=(0.0, 0.01, 0.02, 0.03, 0.04),
 )
 SEARCH_ROUNDS = 4

@@ -8,6 +8,10 @@
 
 namespace flashsplit {
 
+// The combine kernel reads a row's splits this many at a time (their loads in flight together),
+// so its latency grows per chunk of splits, not per split; the split heuristic charges it so.
+constexpr int kCombineSplitsPerChunk = 8;
+
 // log(sum_g exp(lse[g*stride])) computed around the maximum so huge spreads neither overflow
 // nor lose the largest term. -inf when every lse is -inf (no split saw a key); NaN when any is.
 // No early exit in the first pass, so a GPU thread can have all its loads in flight at once.

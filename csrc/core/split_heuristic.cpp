@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "combine_math.h"
+
 namespace flashsplit {
 
 namespace {
@@ -35,16 +37,19 @@ double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
                          const TileConfig& tiles, int g, const SplitHeuristicConstants& c) {
   if (tiles.block_m <= 0 || tiles.block_n <= 0 || device.sm_count <= 0 || g < 1) return -1.0;
   const int64_t grid_blocks = forward_blocks(problem.b, problem.sq, problem.h, problem.hk, tiles);
-  const double slots = device.sm_count * (is_narrow(tiles) ? c.slots_per_sm_narrow : 1.0);
+  const bool narrow = is_narrow(tiles);
+  const double slots = device.sm_count * (narrow ? c.slots_per_sm_narrow : 1.0);
   if (grid_blocks <= 0 || slots <= 0) return -1.0;
 
   const double blocks = static_cast<double>(grid_blocks) * g;
   const double waves = std::ceil(blocks / slots);
   const int64_t per_split = (num_key_blocks(problem, tiles) + g - 1) / g;
-  const double overhead = tiles.packs_heads ? c.block_overhead : c.block_overhead_hopper;
+  const double overhead = narrow              ? c.narrow_block_overhead
+                          : tiles.packs_heads ? c.block_overhead
+                                              : c.block_overhead_hopper;
   const double block_us =
       (static_cast<double>(per_split) + overhead) * iteration_us(tiles, problem.d, c);
-  const bool co_resident = !is_narrow(tiles) && tiles.blocks_per_sm >= 2 && waves >= 2;
+  const bool co_resident = !narrow && tiles.blocks_per_sm >= 2 && waves >= 2;
   const double compute_us = waves * block_us / (co_resident ? c.co_resident_speedup : 1.0);
 
   const double d = static_cast<double>(problem.d);
@@ -53,12 +58,16 @@ double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
   const double partial_bytes = static_cast<double>(problem.b) * problem.h * problem.sq *
                                (d + 1.0) * kPartialBytes * g;  // all g splits' partials
   const double split_bytes = g > 1 ? partial_bytes : 0.0;
+  const double imbalance = narrow ? 0.0 : c.one_wave_imbalance;
   const double memory_us = (kv_bytes + qo_bytes + split_bytes) / c.dram_bytes_per_us *
-                           (1.0 + c.one_wave_imbalance / waves) *
+                           (1.0 + imbalance / waves) *
                            (1.0 + c.partial_wave_penalty * (waves / (blocks / slots) - 1.0));
 
-  return std::max(compute_us, memory_us) + c.split_latency_us * g +
-         (g > 1 ? c.combine_us + partial_bytes / c.dram_bytes_per_us : 0.0);
+  const double chunks = std::ceil(static_cast<double>(g) / kCombineSplitsPerChunk);
+  const double split_us = narrow ? c.narrow_chunk_latency_us * chunks : c.split_latency_us * g;
+  const double combine_us = narrow ? c.narrow_combine_us : c.combine_us;
+  return std::max(compute_us, memory_us) + split_us +
+         (g > 1 ? combine_us + partial_bytes / c.dram_bytes_per_us : 0.0);
 }
 
 // A cost model rather than FlashAttention-2's wave-efficiency rule: measured on the H100, the

@@ -10,10 +10,14 @@ namespace flashsplit {
 // HBM3). v3 models time in microseconds: a compute term (waves of thread blocks, each walking
 // its key blocks) and a DRAM term (the bytes the call must move), because the v2 model, which
 // counted only waves, missed by up to 1.21x on memory-bound grids (long keys, few query rows,
-// no GQA reuse), where G follows the traffic rather than the waves. The iteration times are
-// the G = 1 one-wave rows of benchmarks/data/tune_h100_v3.csv (time / key blocks at 512+
-// blocks); the rest were fitted on all 983 shapes of that CSV and checked on the 512 shapes of
-// tune_h100_v4.csv it does not contain (benchmarks/NOTES.md, "heuristic v3").
+// no GQA reuse), where G follows the traffic rather than the waves. The wide iteration times
+// are the G = 1 one-wave rows of benchmarks/data/tune_h100_v3.csv (time / key blocks at 512+
+// blocks); the rest were fitted on all 983 shapes of that CSV and checked on the shapes of
+// tune_h100_v4.csv and v5.csv it does not contain (benchmarks/NOTES.md, "heuristic v3").
+// v3.1 gives the narrow (decode) tiles their own overhead, combine cost and per-chunk split
+// latency, fitted on v3's narrow shapes alone: v3's shared terms over-split memory-bound decode
+// (G = 8..33 where one full wave, G = 2..4, was 4-8% faster) and under-split tiny decode grids
+// (the combine reads splits 8 at a time, so its latency grows per chunk, not per split).
 struct SplitHeuristicConstants {
   // Time of one key-block iteration of one thread block, in microseconds, per kernel family and
   // head dim (d <= 64 uses the d64 value, larger d the d128 one). Hopper: per 128 query rows.
@@ -21,7 +25,7 @@ struct SplitHeuristicConstants {
   double hopper_iteration_us_d128 = 1.48;
   double portable_iteration_us_d64 = 0.97;
   double portable_iteration_us_d128 = 1.70;
-  double narrow_iteration_us = 0.75;
+  double narrow_iteration_us = 0.6;
   // Narrow (decode) tiles: blocks per SM that run at full speed together (they are memory-
   // bound, so more than two only queue). Wide tiles: one per SM, see co_resident_speedup.
   double slots_per_sm_narrow = 2.0;
@@ -32,11 +36,13 @@ struct SplitHeuristicConstants {
   // key-block iterations of its own family: portable, and Hopper.
   double block_overhead = 4.0;
   double block_overhead_hopper = 2.0;
+  double narrow_block_overhead = 6.0;
   // DRAM bandwidth the kernels reach, bytes per microsecond (3.0 TB/s: the best measured MHA
   // rows; the H100's peak is 3.35).
   double dram_bytes_per_us = 3.0e6;
-  // A memory-bound grid of one wave runs at the pace of its slowest block; more, shorter waves
-  // even that out: the DRAM term is scaled by (1 + one_wave_imbalance / waves).
+  // A memory-bound grid of one wave of wide tiles runs at the pace of its slowest block; more,
+  // shorter waves even that out: the DRAM term is scaled by (1 + one_wave_imbalance / waves).
+  // Not for narrow tiles, whose memory-bound grids measured fastest at exactly one full wave.
   double one_wave_imbalance = 0.03;
   // A last wave only partly full leaves bandwidth unused: the DRAM term is scaled by
   // (1 + partial_wave_penalty * (waves / fractional waves - 1)).
@@ -46,6 +52,11 @@ struct SplitHeuristicConstants {
   // Cost of splitting at all: the combine kernel's launch, microseconds (its pass over the
   // partials is charged as DRAM traffic).
   double combine_us = 3.0;
+  // Narrow tiles: the combine's cost per chunk of kCombineSplitsPerChunk splits (its loads of
+  // a chunk are in flight together), and of splitting at all, microseconds. Decode calls last
+  // 10-1000 us, where these two decide G; the wide tiles' per-split form fits those best.
+  double narrow_chunk_latency_us = 3.0;
+  double narrow_combine_us = 4.0;
   // A split must beat G = 1 by this fraction of G = 1's modelled time: where the grid already
   // fills the GPU the model's gain is only wave rounding, which measures within noise.
   double min_gain = 0.02;
@@ -54,12 +65,14 @@ struct SplitHeuristicConstants {
 };
 
 // The modelled time of running the call with g splits, in microseconds:
-//   max(compute, memory) + split_latency_us * g + [g > 1] (combine_us + partials / bandwidth)
+//   max(compute, memory) + split cost + [g > 1] (combine + partials / bandwidth)
 // compute = waves * (ceil(key_blocks / g) + block overhead) * iteration time
 //           (/ co_resident_speedup for wide tiles with blocks_per_sm >= 2 once waves >= 2),
 // waves = ceil(grid_blocks * g / slots), slots = SMs (x slots_per_sm_narrow for narrow tiles);
 // memory = (K and V once per k/v head + Q + O + [g > 1] partials written) / bandwidth,
-//          scaled by the one-wave imbalance and partial-wave penalty above.
+//          scaled by the one-wave imbalance (wide tiles) and partial-wave penalty above;
+// split cost = split_latency_us * g (wide) or narrow_chunk_latency_us * ceil(g / 8) (narrow),
+// combine = combine_us (wide) or narrow_combine_us (narrow).
 // Returns a negative value when the tiles or the device cannot run the problem.
 double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
                          const TileConfig& tiles, int g,

@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const AttnFwdP
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   // kChunk splits at a time: their weights, then their partials, each batch of loads issued
   // together (decode rows walk up to 128 splits, and one load at a time is pure latency).
-  constexpr int kChunk = 8;
+  constexpr int kChunk = kCombineSplitsPerChunk;
   for (int g0 = 0; g0 < p.num_splits; g0 += kChunk) {
     float w[kChunk];
     float4 part[kChunk];
