@@ -48,18 +48,28 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
-// Writes one finished query row. `sum` is the quad-reduced softmax denominator, `row_max` the
-// running max of the raw scores (in the units scale_log2 turns into log2). pair(j) returns the
+// A finished row's normaliser and log-sum-exp from the quad-reduced softmax denominator `sum`
+// and the running max of the raw scores (in the units scale_log2 turns into log2). A row that
+// saw no key gets 0 and -inf; a NaN sum stays NaN in both.
+struct FinishedRowScale {
+  float inv, lse;
+};
+__device__ __forceinline__ FinishedRowScale finished_row_scale(float row_max, float scale_log2,
+                                                               float sum) {
+  return {sum == 0.f ? 0.f : 1.f / sum,
+          sum == 0.f ? -INFINITY
+                     : (row_max * scale_log2 + log2f(sum)) * static_cast<float>(M_LN2)};
+}
+
+// Writes one finished query row (finished_row_scale's inputs). pair(j) returns the
 // unnormalised output columns (8j + 2 * quad_col, + 1) this lane holds, j < D / 8.
-// A row that saw no key writes 0 and lse -inf; a NaN sum stays NaN in both.
 template <class Elem, int D, bool Split, class Pair>
 __device__ __forceinline__ void write_output_row(const AttnFwdParams& p, int batch, int head,
                                                  int query, int split, float row_max,
                                                  float scale_log2, float sum, int quad_col,
                                                  Pair pair) {
-  const float inv = sum == 0.f ? 0.f : 1.f / sum;
-  const float lse =
-      sum == 0.f ? -INFINITY : (row_max * scale_log2 + log2f(sum)) * static_cast<float>(M_LN2);
+  const FinishedRowScale scale = finished_row_scale(row_max, scale_log2, sum);
+  const float inv = scale.inv, lse = scale.lse;
   const int64_t bh = static_cast<int64_t>(batch) * p.h + head;
   if constexpr (Split) {
     const int64_t partial_row = (split * static_cast<int64_t>(p.b) * p.h + bh) * p.sq + query;

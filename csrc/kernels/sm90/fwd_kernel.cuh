@@ -16,8 +16,10 @@
 // take turns issuing GEMMs (ping-pong), so one's softmax runs under the other's GEMMs.
 //
 // Tiles in shared memory are in TMA's 128-byte swizzle: a tile of R rows and D columns is D/64
-// "slabs" of R x 64 elements, one TMA box each. The epilogue (direct vs split partial) is the
-// portable kernel's (kernels/fwd_common.cuh), so the combine kernel is shared.
+// "slabs" of R x 64 elements, one TMA box each. The split epilogue (fp32 partials) is the
+// portable kernel's (kernels/fwd_common.cuh), so the combine kernel is shared; the direct one
+// (G = 1) stages each consumer's 64 rows in shared memory and stores them with TMA, so the
+// consumer goes on to its next tile instead of issuing D/4 narrow global stores per row.
 #pragma once
 
 #include <float.h>
@@ -38,6 +40,7 @@ struct HopperFwdParams {
   CUtensorMap q_map;  // dims (d, sq, h, b), box (64, block_m, 1, 1)
   CUtensorMap k_map;  // dims (d, sk, hk, b), box (64, block_n, 1, 1)
   CUtensorMap v_map;
+  CUtensorMap o_map;  // dims (d, sq, h, b), box (64, 64, 1, 1); G = 1 only
   AttnFwdParams p;
 };
 
@@ -66,7 +69,11 @@ struct HopperTiles {
   static constexpr int kSlabBytesKV = kBlockN * 128;
   static constexpr int kTileBytesQ = kSlabs * kSlabBytesQ;
   static constexpr int kTileBytesKV = kSlabs * kSlabBytesKV;
-  // Q buffers, K stages, V stages, then the barriers; +1024 to align the start to a swizzle atom.
+  // Output staging (direct epilogue): per consumer, D/64 slabs of 64 rows x 128 B.
+  static constexpr int kSlabBytesO = 64 * 128;
+  static constexpr int kTileBytesO = kConsumers * kSlabs * kSlabBytesO;
+  // Q buffers, K stages, V stages, the output staging, then the barriers; +1024 to align the
+  // start to a swizzle atom.
   // Q buffers: with two, the producer loads the next tile's Q (and then its K, V) while this
   // tile's Q is still in use, instead of waiting for its last S = Q K^T (measured: +2-3% with
   // 192-row tiles; with 128-row ping-pong tiles, whose last P V carries the next tile's first
@@ -74,7 +81,8 @@ struct HopperTiles {
   static constexpr int kQStages = QStages;
   static constexpr int kBarrierBytes = (2 * kQStages + 4 * kStages) * 8;
   static constexpr int kSmemBytes =
-      1024 + kQStages * kTileBytesQ + 2 * kStages * kTileBytesKV + kBarrierBytes;
+      1024 + kQStages * kTileBytesQ + 2 * kStages * kTileBytesKV + kTileBytesO + kBarrierBytes;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block on sm_90");
   // setmaxnreg budgets: 128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 64K.
   static constexpr int kProducerRegs = kConsumers == 2 ? 40 : 32;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
@@ -97,7 +105,8 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   unsigned char* sQ = smem;
   unsigned char* sK = sQ + Tiles::kQStages * Tiles::kTileBytesQ;  // stage s: + s * kTileBytesKV
   unsigned char* sV = sK + kStages * Tiles::kTileBytesKV;    // stage s at sV + s * kTileBytesKV
-  uint64_t* bars = reinterpret_cast<uint64_t*>(sV + kStages * Tiles::kTileBytesKV);
+  unsigned char* sO = sV + kStages * Tiles::kTileBytesKV;    // consumer c at + c * kSlabs slabs
+  uint64_t* bars = reinterpret_cast<uint64_t*>(sO + Tiles::kTileBytesO);
   uint64_t* q_full = bars;                      // per Q buffer
   uint64_t* q_empty = q_full + Tiles::kQStages;
   uint64_t* k_full = q_empty + Tiles::kQStages;
@@ -330,27 +339,68 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // What a tile's epilogue needs, kept apart from the walk's state: with overlap, the next
   // tile's first block is already under way when the epilogue runs.
   struct FinishedRows {
-    int row0, batch, head, split;
+    int m0, row0, batch, head, split;
     float row_max[2], row_sum[2];
   };
   auto finished_rows = [&]() {
-    return FinishedRows{row0,        batch,       head,        split,
-                        {row_max[0], row_max[1]}, {row_sum[0], row_sum[1]}};
+    return FinishedRows{m0,    row0,  batch, head, split, {row_max[0], row_max[1]},
+                        {row_sum[0], row_sum[1]}};
   };
+  // Direct epilogue: this consumer's staging slabs, and the thread that issues its TMA stores
+  // (a bulk group is per thread, so the same one waits for them).
+  unsigned char* const sO_rows = sO + consumer * Tiles::kSlabs * Tiles::kSlabBytesO;
+  const bool store_leader = warp_in_group == 0 && lane == 0;
+  constexpr int kEpilogueBarrier = 3;  // + consumer; 1 and 2 are the ping-pong turns
   // Epilogue: normalise O, then write either the output or this split's partial. Rows of a
   // tile with no key block to visit (causal rows before the first key, an empty split) are
   // written as seen-no-key: 0 and lse -inf, without reading O (it may hold another tile).
   auto write_rows = [&](const FinishedRows& f, bool no_keys) {
+    if constexpr (Split) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float sum = no_keys ? 0.f : quad_sum(f.row_sum[r]);
-      const int query = f.row0 + 8 * r;
-      if (query >= p.sq) continue;  // a padding row of the last tile
-      write_output_row<Elem, D, Split>(
-          p, f.batch, f.head, query, f.split, f.row_max[r], scale_log2, sum, quad_col, [&](int j) {
-            return no_keys ? make_float2(0.f, 0.f)
-                           : make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]);
-          });
+      for (int r = 0; r < 2; ++r) {
+        const float sum = no_keys ? 0.f : quad_sum(f.row_sum[r]);
+        const int query = f.row0 + 8 * r;
+        if (query >= p.sq) continue;  // a padding row of the last tile
+        write_output_row<Elem, D, Split>(
+            p, f.batch, f.head, query, f.split, f.row_max[r], scale_log2, sum, quad_col, [&](int j) {
+              return no_keys ? make_float2(0.f, 0.f)
+                             : make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]);
+            });
+      }
+    } else {
+      // The previous tile's store must have read the staging slabs before they are rewritten.
+      if (store_leader) bulk_wait_group_read<0>();
+      named_barrier_sync(kEpilogueBarrier + consumer, 128);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float sum = no_keys ? 0.f : quad_sum(f.row_sum[r]);
+        const FinishedRowScale scale = finished_row_scale(f.row_max[r], scale_log2, sum);
+        const int query = f.row0 + 8 * r;
+        if (quad_col == 0 && query < p.sq)
+          p.lse[(static_cast<int64_t>(f.batch) * p.h + f.head) * p.sq + query] = scale.lse;
+        // Row `row` of the slab, columns 8j + 2 quad_col (+1): 16-byte chunk j % 8 of the
+        // 128-byte row, at the chunk index XOR row % 8 (the 128-byte swizzle), bank-conflict
+        // free across a warp's 8 rows x 4 lanes.
+        const int row = warp_in_group * 16 + quad_row + 8 * r;
+        const uint32_t row_addr = smem_u32(sO_rows) + row * 128 + quad_col * 4;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+          const uint32_t packed =
+              no_keys ? 0u
+                      : pack2<Elem>(o[4 * j + 2 * r] * scale.inv, o[4 * j + 2 * r + 1] * scale.inv);
+          st_shared_u32(row_addr + (j / 8) * Tiles::kSlabBytesO + (((j % 8) ^ (row % 8)) << 4),
+                        packed);
+        }
+      }
+      fence_proxy_async_shared();
+      named_barrier_sync(kEpilogueBarrier + consumer, 128);
+      if (store_leader) {
+        // Rows at or past sq lie outside the map and are not written.
+        for (int slab = 0; slab < Tiles::kSlabs; ++slab)
+          tma_store_4d(&hp.o_map, sO_rows + slab * Tiles::kSlabBytesO, slab * 64,
+                       f.m0 + consumer * 64, f.head, f.batch);
+        bulk_commit_group();
+      }
     }
   };
   // Moves to the tile of walk slot `slot`, or the first later one of this block with key
@@ -360,8 +410,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     for (; slot < total_tiles; slot += gridDim.x) {
       locate(slot);
       if (range.begin < range.end) break;
-      write_rows(FinishedRows{m0 + tile_row, batch, head, split, {-INFINITY, -INFINITY}, {0.f, 0.f}},
-                 true);
+      write_rows(
+          FinishedRows{m0, m0 + tile_row, batch, head, split, {-INFINITY, -INFINITY}, {0.f, 0.f}},
+          true);
     }
     return slot;
   };
@@ -489,6 +540,10 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         if (slot < total_tiles) start_alone();
       }
     }
+  }
+  // The staging slabs must outlive the last TMA store's reads of them.
+  if constexpr (!Split) {
+    if (store_leader) bulk_wait_group<0>();
   }
 #endif  // FS_HAS_WGMMA
 }

@@ -33,7 +33,7 @@ void launch_variant(const HopperFwdParams& hp, gpuStream_t stream, bool persiste
 
 template <int D, class Tiles>
 HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
-  HopperFwdParams hp;
+  HopperFwdParams hp{};
   hp.p = params;
   hp.q_map = make_head_tile_map("q", params.q, params.elem, D, params.sq, params.h, params.b,
                                 params.q_row_stride, params.q_head_stride, params.q_batch_stride,
@@ -44,6 +44,13 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
   hp.v_map = make_head_tile_map("v", params.v, params.elem, D, params.sk, params.hk, params.b,
                                 params.v_row_stride, params.v_head_stride, params.v_batch_stride,
                                 Tiles::kBlockN);
+  // G = 1 stores the output with TMA, 64 rows (one consumer) per box; splits write fp32
+  // partials without a map.
+  if (params.num_splits <= 1) {
+    hp.o_map = make_head_tile_map("out", params.out, params.elem, D, params.sq, params.h,
+                                  params.b, params.o_row_stride, params.o_head_stride,
+                                  params.o_batch_stride, 64);
+  }
   return hp;
 }
 
