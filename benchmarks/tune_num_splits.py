@@ -24,9 +24,9 @@ flashsplit.explain when it reports them (older builds: from the model below). Th
 on the family (forward_blocks in csrc/core/tile_config.h): the portable kernel packs the h / hk
 query heads of a k/v group into the rows of one tile, so its grid is
 b * hk * ceil(sq * (h / hk) / block_m); the Hopper kernel's tiles hold one head's rows, so its
-grid is b * h * ceil(sq / block_m), with block_m = hopper_block_m(d, sq) (128; at d = 64, 192
-when ceil(sq / 192) * 192 * 87 < ceil(sq / 128) * 128 * 100), 128-key blocks and one block per
-SM. The model (model_family picks the family as the gate does; --evaluate uses the family
+grid is b * h * ceil(sq / block_m), with block_m = hopper_block_m(d, sq, causal) (128; at
+d = 64 and sq >= 1536, 192 when ceil(sq / 192) * 192 * w < ceil(sq / 128) * 128 * 100, w = 87
+without the causal mask and 97 with it), 128-key blocks and one block per SM. The model (model_family picks the family as the gate does; --evaluate uses the family
 recorded in each row) scores a CSV against the tiles that actually ran.
 
 Report: per shape, regret = time at the heuristic's G / best measured time; the geometric mean
@@ -119,12 +119,12 @@ COMBINE_SPLITS_PER_CHUNK = 8
 # HOPPER_TILES mirrors hopper_block_m + hopper_tile_config (tile_config.h): head dims with a
 # Hopper kernel; tall_d, the one head dim that may take tall tiles, from tall_min_sq query rows
 # on; base_m / tall_m, its rows
-# per block; tall_pct / base_pct, the cost weights of hopper_block_m's padding test
+# per block; tall_pct (tall_pct_causal with the causal mask) / base_pct, the cost weights of
+# hopper_block_m's padding test
 # (ceil(sq / tall_m) * tall_m * tall_pct < ceil(sq / base_m) * base_m * base_pct -> tall_m);
 # block_n and blocks_per_sm. Its tiles hold one query head's rows (packs_heads = false).
-HOPPER_TILES = dict(head_dims=(64, 128), tall_d=64, tall_min_sq=4096, base_m=128, tall_m=192,
-                    tall_pct=87,
-                    base_pct=100, block_n=128, blocks_per_sm=1)
+HOPPER_TILES = dict(head_dims=(64, 128), tall_d=64, tall_min_sq=1536, base_m=128, tall_m=192,
+                    tall_pct=87, tall_pct_causal=97, base_pct=100, block_n=128, blocks_per_sm=1)
 TABLE_SOURCE = "built-in copy"
 DEFAULT_CONSTANTS = ModelConstants()
 
@@ -154,8 +154,10 @@ def _parse_hopper_tiles(text):
         r"padded_(\d+) = \(sq \+ (\d+)\) / (\d+) \* (\d+)", block_m_body)}
     if any(add != n - 1 or div != n or mul != n for n, (add, div, mul) in padded.items()):
         raise ValueError(f"hopper_block_m pads unexpectedly: {padded}")
-    tall_m, tall_pct, base_m, base_pct, yes, no = map(int, _groups(
-        r"return padded_(\d+) \* (\d+) < padded_(\d+) \* (\d+) \? (\d+) : (\d+);",
+    tall_pct_causal, tall_pct = map(int, _groups(
+        r"tall_pct = causal \? (\d+) : (\d+);", block_m_body, "hopper_block_m"))
+    tall_m, base_m, base_pct, yes, no = map(int, _groups(
+        r"return padded_(\d+) \* tall_pct < padded_(\d+) \* (\d+) \? (\d+) : (\d+);",
         block_m_body, "hopper_block_m"))
     if set(padded) != {tall_m, base_m} or (yes, no) != (tall_m, base_m) or \
             base_default != base_m:
@@ -164,13 +166,13 @@ def _parse_hopper_tiles(text):
     head_dims = tuple(int(x) for x in re.findall(
         r"head_dim == (\d+)", config_body.split("?", 1)[0]))
     block_n, blocks_per_sm, _m_tiles, packs = _groups(
-        r"TileConfig\{hopper_block_m\(head_dim, sq\),\s*(\d+),.*?,\s*(\d+),\s*(\d+),\s*"
+        r"TileConfig\{hopper_block_m\(head_dim, sq, causal\),\s*(\d+),.*?,\s*(\d+),\s*(\d+),\s*"
         r"(true|false)\}", config_body, "hopper_tile_config", re.DOTALL)
     if not head_dims or packs != "false":
         raise ValueError(f"hopper_tile_config: head dims {head_dims}, packs_heads {packs}")
     return dict(head_dims=head_dims, tall_d=tall_d, tall_min_sq=tall_min_sq, base_m=base_m,
-                tall_m=tall_m,
-                tall_pct=tall_pct, base_pct=base_pct, block_n=int(block_n),
+                tall_m=tall_m, tall_pct=tall_pct, tall_pct_causal=tall_pct_causal,
+                base_pct=base_pct, block_n=int(block_n),
                 blocks_per_sm=int(blocks_per_sm))
 
 
@@ -251,7 +253,7 @@ def model_tiles(d, narrow=False):
     return TILES.get((d, narrow), (0, 0, 0))
 
 
-def hopper_block_m(d, sq):
+def hopper_block_m(d, sq, causal=False):
     """Mirror of hopper_block_m: tall tiles at tall_d unless their last-tile padding costs more
     than their faster rows save."""
     t = HOPPER_TILES
@@ -259,22 +261,23 @@ def hopper_block_m(d, sq):
         return t["base_m"]
     padded_tall = -(-sq // t["tall_m"]) * t["tall_m"]
     padded_base = -(-sq // t["base_m"]) * t["base_m"]
-    return t["tall_m"] if padded_tall * t["tall_pct"] < padded_base * t["base_pct"] else t["base_m"]
+    tall_pct = t["tall_pct_causal"] if causal else t["tall_pct"]
+    return t["tall_m"] if padded_tall * tall_pct < padded_base * t["base_pct"] else t["base_m"]
 
 
-def hopper_tiles(d, sq):
+def hopper_tiles(d, sq, causal=False):
     """Mirror of hopper_tile_config: (block_m, block_n, blocks_per_sm)."""
     t = HOPPER_TILES
     if d not in t["head_dims"]:
         return (0, 0, 0)
-    return (hopper_block_m(d, sq), t["block_n"], t["blocks_per_sm"])
+    return (hopper_block_m(d, sq, causal), t["block_n"], t["blocks_per_sm"])
 
 
-def model_tiles_for(sq, h, hk, d, kernel=PORTABLE):
+def model_tiles_for(sq, h, hk, d, kernel=PORTABLE, causal=False):
     """Mirror of tiles_for(family, problem): (block_m, block_n, blocks_per_sm) of the kernel
     family that runs (default the portable kernel, as before the Hopper family existed)."""
     if kernel == HOPPER:
-        return hopper_tiles(d, sq)
+        return hopper_tiles(d, sq, causal)
     return model_tiles(d, narrow=use_narrow_tiles(sq, h, hk))
 
 
@@ -602,7 +605,8 @@ def model_chooser(constants):
         b, h, hk, sq, sk, d = (int(info[k]) for k in ("b", "h", "hk", "sq", "sk", "d"))
         # The family that ran (recorded per row; portable for CSVs older than the column).
         kernel = info["kernel"]
-        block_m, block_n, per_sm = model_tiles_for(sq, h, hk, d, kernel)
+        block_m, block_n, per_sm = model_tiles_for(sq, h, hk, d, kernel,
+                                                   str(info["causal"]) == "True")
         # The measured tiles (explain's block_m / block_n) win over the model's table.
         tiles = (int(info["block_m"]) or block_m, int(info["block_n"]) or block_n, per_sm)
         return model_num_splits(b, h, hk, sq, sk, d, int(info["sms"]), constants, tiles, kernel)

@@ -171,7 +171,7 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
 TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
   const int d = static_cast<int>(p.d);
   switch (family) {
-    case KernelFamily::kHopperWgmma: return hopper_tile_config(d, p.sq);
+    case KernelFamily::kHopperWgmma: return hopper_tile_config(d, p.sq, p.causal);
     case KernelFamily::kPortableMma: return portable_tile_config(d, use_narrow_tiles(p.sq, p.h, p.hk));
     case KernelFamily::kNone: break;
   }

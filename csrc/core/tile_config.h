@@ -47,23 +47,25 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
                                      : TileConfig{0, 0, 0, 0});
 }
 
-// Rows per block of the Hopper kernel at d=64: from 4096 query rows on, 192 (three consumer
-// warpgroups) runs 5-8% faster per row than 128 with ping-pong (H100, benchmarks/NOTES.md),
-// so it wins there unless its padding of the last tile costs more than ~13%. Below that, the
-// 128-row ping-pong tiles win (up to 21% on causal 1024).
-constexpr int hopper_block_m(int head_dim, long long sq) {
-  if (head_dim != 64 || sq < 4096) return 128;
+// Rows per block of the Hopper kernel at d=64: from 1536 query rows on, 192 (three consumer
+// warpgroups) runs 7-12% faster per row than 128 with ping-pong without a mask, and 2-5% with
+// the causal mask (H100, benchmarks/NOTES.md step 16), so it wins unless its padding of the
+// last tile costs more than that (weights 87 and 97 against 100). Below 1536 rows the 128-row
+// ping-pong tiles win (up to 24% on causal 1024).
+constexpr int hopper_block_m(int head_dim, long long sq, bool causal) {
+  if (head_dim != 64 || sq < 1536) return 128;
   const long long padded_192 = (sq + 191) / 192 * 192, padded_128 = (sq + 127) / 128 * 128;
-  return padded_192 * 87 < padded_128 * 100 ? 192 : 128;
+  const long long tall_pct = causal ? 97 : 87;
+  return padded_192 * tall_pct < padded_128 * 100 ? 192 : 128;
 }
 
 // Tiles of the Hopper (wgmma) kernel: block_m query rows of one head in consumer warpgroups of
 // 64 rows plus a TMA producer warpgroup, 128-key blocks, one block per SM (shared memory:
 // 160 KB of Q and K/V stages at d=128; registers: 232 per consumer thread with two consumers).
-constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20) {
+constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bool causal = false) {
   return head_dim == 64 || head_dim == 128
-             ? TileConfig{hopper_block_m(head_dim, sq), 128, 4 + hopper_block_m(head_dim, sq) / 16, 1,
-                          1, false}
+             ? TileConfig{hopper_block_m(head_dim, sq, causal), 128,
+                          4 + hopper_block_m(head_dim, sq, causal) / 16, 1, 1, false}
              : TileConfig{0, 0, 0, 0};
 }
 

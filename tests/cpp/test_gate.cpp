@@ -335,8 +335,21 @@ TEST(GateFamily, TilesFollowTheFamily) {
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
   p.sq = 4100;  // 22 tiles of 192 rows pad 124 rows: still cheaper than 33 tiles of 128
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
-  p.sq = 2048;  // short sequences: 128-row ping-pong tiles
+  p.sq = 2048;  // 11 tiles of 192 rows pad 64 rows: cheaper than 16 tiles of 128
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
+  p.sq = 1024;  // short sequences: 128-row ping-pong tiles
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
+  // With the causal mask 192 rows gain less per row, so padding decides sooner.
+  p.causal = true;
+  p.sq = 1536;  // no padding either way
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
+  p.sq = 2048;
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
+  p.sq = 4096;
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
+  p.sq = 6144;
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
+  p.causal = false;
   TileConfig portable = tiles_for(KernelFamily::kPortableMma, p);
   EXPECT_EQ(portable.block_m, portable_tile_config(64).block_m);
   EXPECT_TRUE(portable.packs_heads);

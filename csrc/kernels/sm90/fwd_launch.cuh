@@ -71,8 +71,8 @@ void launch_with_tiles(const AttnFwdParams& params, gpuStream_t stream, bool per
   }
 }
 
-// d=64 from 4096 query rows: 192-row tiles, three consumers issuing in turn on their own
-// (ping-pong is written for two), two Q buffers.
+// d=64 from 1536 query rows (hopper_block_m): 192-row tiles, three consumers issuing in turn
+// on their own (ping-pong is written for two), two Q buffers.
 template <int D>
 struct WideTiles {
   template <bool Causal>
@@ -93,7 +93,7 @@ template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
   const bool persistent = hopper_persistent(params.sk);
   if constexpr (D == 64) {
-    if (hopper_block_m(D, params.sq) == 192) {
+    if (hopper_block_m(D, params.sq, params.causal) == 192) {
       return launch_with_tiles<Elem, D, WideTiles<D>>(params, stream, persistent);
     }
   }
