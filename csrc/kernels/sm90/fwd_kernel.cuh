@@ -420,6 +420,14 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
   };
+  // Once S of key block n (in `stage`) has landed: free its K (and Q after the tile's last
+  // block: blocks are walked backwards), then softmax, leaving P in s.
+  auto block_scored = [&](int n) {
+    fence_accumulators(s);
+    release(&k_empty[stage]);
+    if (n == range.begin) release(&q_empty[qb]);  // the tile's last read of Q
+    softmax(n);
+  };
 
   if constexpr (!Tiles::kOverlap) {
     for (int slot = blockIdx.x; slot < total_tiles; slot += gridDim.x) {
@@ -436,10 +444,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
           wgmma_fence();
           issue_qk(stage);
           wgmma_wait<0>();
-          fence_accumulators(s);
-          release(&k_empty[stage]);
-          if (n == range.begin) release(&q_empty[qb]);  // the tile's last read of Q
-          softmax(n);
+          block_scored(n);
           rescale_o();
           pack_p();
           mbar_wait(&v_full[stage], phase);
@@ -454,13 +459,23 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       write_rows(finished_rows(), false);
     }
   } else {
-    // Once S of a tile's first block (its last key block: blocks are walked backwards) has
-    // landed: free its K (and Q, if it is the tile's only block), softmax, P for the tensor cores.
-    auto first_block_scored = [&]() {
-      fence_accumulators(s);
-      release(&k_empty[stage]);
-      if (range.end - 1 == range.begin) release(&q_empty[qb]);
-      softmax(range.end - 1);
+    // S of the block in `stage` together with P V of the previous block (in pv_stage), in this
+    // consumer's turn; returns once S has landed (groups complete in order), P V may still run.
+    auto issue_s_with_pv = [&](int pv_stage, uint32_t pv_phase) {
+      mbar_wait(&k_full[stage], phase);
+      mbar_wait(&v_full[pv_stage], pv_phase);
+      wait_turn();
+      wgmma_fence();
+      issue_qk(stage);
+      issue_pv(pv_stage);
+      pass_turn();
+      wgmma_wait<1>();
+    };
+    // The P V issued with it has landed: free its V.
+    auto pv_landed = [&](int pv_stage) {
+      wgmma_wait<0>();
+      fence_accumulators(o);
+      release(&v_empty[pv_stage]);
     };
     // A tile's first block with nothing beside it: S alone, then softmax and P.
     auto start_alone = [&]() {
@@ -471,7 +486,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       issue_qk(stage);
       pass_turn();
       wgmma_wait<0>();
-      first_block_scored();
+      block_scored(range.end - 1);  // a tile's first block is its last key block
       zero_o();
       pack_p();
     };
@@ -484,21 +499,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         const int prev_stage = stage;
         const uint32_t prev_phase = phase;
         advance();
-        mbar_wait(&k_full[stage], phase);
-        mbar_wait(&v_full[prev_stage], prev_phase);
-        wait_turn();
-        wgmma_fence();
-        issue_qk(stage);
-        issue_pv(prev_stage);
-        pass_turn();
-        wgmma_wait<1>();  // S done (groups complete in order), P V may still run
-        fence_accumulators(s);
-        release(&k_empty[stage]);
-        if (n == range.begin) release(&q_empty[qb]);
-        softmax(n);
-        wgmma_wait<0>();
-        fence_accumulators(o);
-        release(&v_empty[prev_stage]);
+        issue_s_with_pv(prev_stage, prev_phase);
+        block_scored(n);
+        pv_landed(prev_stage);
         rescale_o();
         pack_p();
       }
@@ -512,18 +515,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       slot = next_work(slot + gridDim.x);
       if (Tiles::kCarry && slot < total_tiles) {
         begin_tile();
-        mbar_wait(&k_full[stage], phase);
-        mbar_wait(&v_full[last_stage], last_phase);
-        wait_turn();
-        wgmma_fence();
-        issue_qk(stage);
-        issue_pv(last_stage);
-        pass_turn();
-        wgmma_wait<1>();
-        first_block_scored();
-        wgmma_wait<0>();
-        fence_accumulators(o);
-        release(&v_empty[last_stage]);
+        issue_s_with_pv(last_stage, last_phase);
+        block_scored(range.end - 1);
+        pv_landed(last_stage);
         write_rows(done, false);
         zero_o();
         pack_p();
@@ -533,9 +527,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         wgmma_fence();
         issue_pv(last_stage);
         pass_turn();
-        wgmma_wait<0>();
-        fence_accumulators(o);
-        release(&v_empty[last_stage]);
+        pv_landed(last_stage);
         write_rows(done, false);
         if (slot < total_tiles) start_alone();
       }
