@@ -97,6 +97,8 @@ class ModelConstants:
     narrow_chunk_latency_us: float = 3.0
     narrow_combine_us: float = 4.0
     min_gain: float = 0.02
+    min_gain_multi_wave: float = 0.04
+    multi_wave_grid: float = 4.0
     max_splits: int = 128
     min_key_blocks_per_split: int = 1
 
@@ -364,7 +366,8 @@ def modelled_split_us(p, g, c):
 @functools.lru_cache(maxsize=1 << 20)
 def _cheapest_split(problem, constants):
     """argmin over G in [1, cap] of modelled_split_us; the smallest G on ties, and 1 unless it
-    gains min_gain over G = 1. Cached: --search revisits the same shapes."""
+    gains min_gain (min_gain_multi_wave on grids of multi_wave_grid waves or more) over G = 1.
+    Cached: --search revisits the same shapes."""
     cap = min(constants.max_splits,
               problem.n_blocks // max(constants.min_key_blocks_per_split, 1))
     unsplit = modelled_split_us(problem, 1, constants)
@@ -373,7 +376,11 @@ def _cheapest_split(problem, constants):
         cost = modelled_split_us(problem, g, constants)
         if cost < best:
             best_g, best = g, cost
-    return 1 if best > unsplit * (1.0 - constants.min_gain) else best_g
+    slots = problem.sms * (constants.slots_per_sm_narrow
+                           if problem.block_m <= NARROW_MAX_ROWS else 1.0)
+    min_gain = constants.min_gain_multi_wave if problem.grid / slots >= constants.multi_wave_grid \
+        else constants.min_gain
+    return 1 if best > unsplit * (1.0 - min_gain) else best_g
 
 
 # ============================================================================ measuring
@@ -634,6 +641,7 @@ SEARCH_GRID = OrderedDict(
     narrow_chunk_latency_us=(1.0, 2.0, 3.0, 4.0),
     narrow_combine_us=(2.0, 3.0, 4.0, 6.0),
     min_gain=(0.0, 0.01, 0.02, 0.03, 0.04),
+    min_gain_multi_wave=(0.02, 0.03, 0.04, 0.06),
 )
 SEARCH_ROUNDS = 4
 

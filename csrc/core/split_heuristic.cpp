@@ -28,6 +28,12 @@ double iteration_us(const TileConfig& tiles, int64_t d, const SplitHeuristicCons
   return d <= 64 ? c.portable_iteration_us_d64 : c.portable_iteration_us_d128;
 }
 
+// Blocks that run at once: one per SM for wide tiles (co-residency is a speed-up, not more
+// slots), slots_per_sm_narrow per SM for narrow ones.
+double slots_for(const DeviceInfo& device, const TileConfig& tiles, const SplitHeuristicConstants& c) {
+  return device.sm_count * (is_narrow(tiles) ? c.slots_per_sm_narrow : 1.0);
+}
+
 // The native kernels take fp16 / bf16 inputs and write fp32 partials (+ one lse per row).
 constexpr double kElementBytes = 2.0, kPartialBytes = 4.0;
 
@@ -38,7 +44,7 @@ double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
   if (tiles.block_m <= 0 || tiles.block_n <= 0 || device.sm_count <= 0 || g < 1) return -1.0;
   const int64_t grid_blocks = forward_blocks(problem.b, problem.sq, problem.h, problem.hk, tiles);
   const bool narrow = is_narrow(tiles);
-  const double slots = device.sm_count * (narrow ? c.slots_per_sm_narrow : 1.0);
+  const double slots = slots_for(device, tiles, c);
   if (grid_blocks <= 0 || slots <= 0) return -1.0;
 
   const double blocks = static_cast<double>(grid_blocks) * g;
@@ -88,7 +94,12 @@ int choose_num_splits(const AttnProblem& problem, const DeviceInfo& device,
     const double us = modelled_split_us(problem, device, tiles, g, constants);
     if (us < best_us) best_g = g, best_us = us;
   }
-  return best_us > unsplit_us * (1.0 - constants.min_gain) ? 1 : best_g;
+  const double unsplit_waves =
+      static_cast<double>(forward_blocks(problem.b, problem.sq, problem.h, problem.hk, tiles)) /
+      slots_for(device, tiles, constants);
+  const double min_gain = unsplit_waves >= constants.multi_wave_grid ? constants.min_gain_multi_wave
+                                                                     : constants.min_gain;
+  return best_us > unsplit_us * (1.0 - min_gain) ? 1 : best_g;
 }
 
 int resolve_num_splits(int requested, const AttnProblem& problem, const DeviceInfo& device,

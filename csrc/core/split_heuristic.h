@@ -60,6 +60,13 @@ struct SplitHeuristicConstants {
   // A split must beat G = 1 by this fraction of G = 1's modelled time: where the grid already
   // fills the GPU the model's gain is only wave rounding, which measures within noise.
   double min_gain = 0.02;
+  // Where the unsplit grid already runs multi_wave_grid waves or more, a split must gain
+  // min_gain_multi_wave instead: the modelled gain there is wave rounding of 2-4%, and the
+  // H100 reads a 10-wave grid's best G differently from run to run by as much (bench_splitkv's
+  // (1,8,8,32768,32768,64): G = 2 from 1% faster to 10% slower than G = 1 over seven runs).
+  // No choice on the 3,344 measured shapes of tune_h100_v3..v6 changes with it.
+  double min_gain_multi_wave = 0.04;
+  double multi_wave_grid = 4.0;
   int max_splits = 128;
   int min_key_blocks_per_split = 1;
 };
@@ -79,7 +86,8 @@ double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
                          const SplitHeuristicConstants& constants = SplitHeuristicConstants{});
 
 // Returns the G >= 1 with the least modelled_split_us; the smallest such G on ties, and 1
-// unless that G gains min_gain over G = 1. Never more than the number of key blocks (over
+// unless that G gains min_gain over G = 1 (min_gain_multi_wave where the unsplit grid is
+// multi_wave_grid waves of `slots` or more). Never more than the number of key blocks (over
 // min_key_blocks_per_split) or max_splits.
 int choose_num_splits(const AttnProblem& problem, const DeviceInfo& device,
                       const TileConfig& tiles,
