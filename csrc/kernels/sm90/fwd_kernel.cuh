@@ -12,8 +12,9 @@
 // (FFMA + ex2 as in the portable kernel), then O += P V with P fed from registers. K and V have
 // separate barriers so S can start while V is still landing, and each consumer warp frees a
 // stage as soon as it has read it. With two consumers, each overlaps a block's S and softmax
-// with the previous block's P V, and a tile's last P V with the next tile's first S; the two
-// take turns issuing GEMMs (ping-pong), so one's softmax runs under the other's GEMMs.
+// with the previous block's P V (and, with kCarry, a tile's last P V with the next tile's
+// first S); the two take turns issuing GEMMs (ping-pong), so one's softmax runs under the
+// other's GEMMs.
 //
 // Tiles in shared memory are in TMA's 128-byte swizzle: a tile of R rows and D columns is D/64
 // "slabs" of R x 64 elements, one TMA box each. The split epilogue (fp32 partials) is the
