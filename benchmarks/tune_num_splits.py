@@ -328,6 +328,12 @@ class ModelProblem:
     n_blocks: int
 
 
+def slots_for(p, c):
+    """Mirror of slots_for: blocks that run at once, one per SM for wide tiles,
+    slots_per_sm_narrow per SM for narrow ones."""
+    return p.sms * (c.slots_per_sm_narrow if p.block_m <= NARROW_MAX_ROWS else 1.0)
+
+
 def modelled_split_us(p, g, c):
     """Mirror of modelled_split_us (split_heuristic.cpp), the same float operations in the same
     order so ties break the same way."""
@@ -339,7 +345,7 @@ def modelled_split_us(p, g, c):
         iteration = c.narrow_iteration_us
     else:
         iteration = c.portable_iteration_us_d64 if p.d <= 64 else c.portable_iteration_us_d128
-    slots = p.sms * (c.slots_per_sm_narrow if narrow else 1.0)
+    slots = slots_for(p, c)
     blocks = float(p.grid) * g
     waves = math.ceil(blocks / slots)
     overhead = c.narrow_block_overhead if narrow else \
@@ -376,10 +382,8 @@ def _cheapest_split(problem, constants):
         cost = modelled_split_us(problem, g, constants)
         if cost < best:
             best_g, best = g, cost
-    slots = problem.sms * (constants.slots_per_sm_narrow
-                           if problem.block_m <= NARROW_MAX_ROWS else 1.0)
-    min_gain = constants.min_gain_multi_wave if problem.grid / slots >= constants.multi_wave_grid \
-        else constants.min_gain
+    multi_wave = problem.grid / slots_for(problem, constants) >= constants.multi_wave_grid
+    min_gain = constants.min_gain_multi_wave if multi_wave else constants.min_gain
     return 1 if best > unsplit * (1.0 - min_gain) else best_g
 
 

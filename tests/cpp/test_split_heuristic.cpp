@@ -56,6 +56,12 @@ std::string describe(const AttnProblem& p, int sm_count) {
 // Fresh inputs every run; the seed is printed on failure so a run can be replayed.
 uint32_t fresh_seed() { return std::random_device{}(); }
 
+// Blocks that run at once, as split_heuristic.h states it: one per SM for wide tiles,
+// slots_per_sm_narrow per SM for narrow ones.
+long double slots_of(const TileConfig& t, int sm_count, const SplitHeuristicConstants& c) {
+  return sm_count * static_cast<long double>(t.block_m <= kNarrowMaxRows ? c.slots_per_sm_narrow : 1.0);
+}
+
 // The modelled time written out independently of split_heuristic.cpp (long double, the
 // formula as split_heuristic.h states it), for the brute force below.
 long double formula_us(const AttnProblem& p, const TileConfig& t, int sm_count, int64_t g,
@@ -70,7 +76,7 @@ long double formula_us(const AttnProblem& p, const TileConfig& t, int sm_count, 
   } else {
     iteration = p.d <= 64 ? c.portable_iteration_us_d64 : c.portable_iteration_us_d128;
   }
-  const long double slots = sm_count * static_cast<long double>(narrow ? c.slots_per_sm_narrow : 1.0);
+  const long double slots = slots_of(t, sm_count, c);
   const long double blocks = static_cast<long double>(grid_blocks(p, t)) * g;
   const long double waves = std::ceil(blocks / slots);
   const int64_t per_split = (key_blocks(p, t) + g - 1) / g;
@@ -104,10 +110,9 @@ int brute_force_num_splits(const AttnProblem& p, const TileConfig& t, int sm_cou
     const long double us = formula_us(p, t, sm_count, g, c);
     if (us < best_us) best = static_cast<int>(g), best_us = us;
   }
-  const long double slots =
-      sm_count * static_cast<long double>(t.block_m <= kNarrowMaxRows ? c.slots_per_sm_narrow : 1.0);
-  const long double min_gain =
-      grid_blocks(p, t) / slots >= c.multi_wave_grid ? c.min_gain_multi_wave : c.min_gain;
+  const long double min_gain = grid_blocks(p, t) / slots_of(t, sm_count, c) >= c.multi_wave_grid
+                                   ? c.min_gain_multi_wave
+                                   : c.min_gain;
   return best_us > unsplit * (1 - min_gain) ? 1 : best;
 }
 
@@ -168,7 +173,7 @@ TEST(SplitHeuristic, NoSplitWhenTheGridIsWholeWaves) {
       p = shape(1, waves * slots * group, waves * slots, 1, sk, d);
       tiles = tiles_for(p);
     }
-    const double slots = sm_count * (tiles.block_m <= kNarrowMaxRows ? constants.slots_per_sm_narrow : 1.0);
+    const double slots = static_cast<double>(slots_of(tiles, sm_count, constants));
     const int64_t blocks = grid_blocks(p, tiles);
     ASSERT_EQ(std::fmod(static_cast<double>(blocks), slots), 0.0)
         << "whole waves: " << describe(p, sm_count);
@@ -391,7 +396,7 @@ TEST(SplitHeuristic, ComputeBoundWithoutOverheadsMinimisesWavesTimesBlocksPerSpl
   for (const AttnProblem& p : problems) {
     for (int sm_count : {20, 78, 132}) {
       const TileConfig tiles = tiles_for(p);
-      const double slots = sm_count * (tiles.block_m <= kNarrowMaxRows ? c.slots_per_sm_narrow : 1.0);
+      const double slots = static_cast<double>(slots_of(tiles, sm_count, c));
       const int64_t kb = key_blocks(p, tiles), grid = grid_blocks(p, tiles);
       ASSERT_LT(static_cast<double>(grid), slots) << "a tiny grid: " << describe(p, sm_count);
       int64_t best_g = 1;
