@@ -431,31 +431,25 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   };
 
   if constexpr (!Tiles::kOverlap) {
-    for (int slot = blockIdx.x; slot < total_tiles; slot += gridDim.x) {
-      locate(slot);
+    for (int slot = next_work(blockIdx.x); slot < total_tiles;
+         slot = next_work(slot + gridDim.x)) {
       zero_o();
-      row0 = m0 + tile_row;
-      row_max[0] = row_max[1] = -INFINITY;
-      row_sum[0] = row_sum[1] = 0.f;
-      // A tile with no key block to visit writes its rows from the zero O and sum.
-      if (range.begin < range.end) {
-        begin_tile();
-        for (int n = range.end - 1; n >= range.begin; --n) {
-          mbar_wait(&k_full[stage], phase);
-          wgmma_fence();
-          issue_qk(stage);
-          wgmma_wait<0>();
-          block_scored(n);
-          rescale_o();
-          pack_p();
-          mbar_wait(&v_full[stage], phase);
-          wgmma_fence();
-          issue_pv(stage);
-          wgmma_wait<0>();
-          fence_accumulators(o);
-          release(&v_empty[stage]);
-          advance();
-        }
+      begin_tile();
+      for (int n = range.end - 1; n >= range.begin; --n) {
+        mbar_wait(&k_full[stage], phase);
+        wgmma_fence();
+        issue_qk(stage);
+        wgmma_wait<0>();
+        block_scored(n);
+        rescale_o();
+        pack_p();
+        mbar_wait(&v_full[stage], phase);
+        wgmma_fence();
+        issue_pv(stage);
+        wgmma_wait<0>();
+        fence_accumulators(o);
+        release(&v_empty[stage]);
+        advance();
       }
       write_rows(finished_rows(), false);
     }
