@@ -221,62 +221,80 @@ def _host_launch_seconds(fn: Callable, args) -> float:
 
 def time_cuda(torch, fn: Callable, arg_sets: Sequence[tuple], warmup: int = 5, reps: int = 20,
               max_seconds: float = 10.0) -> Timing:
-    """Median CUDA-event time of fn(*args), rotating over arg_sets, with Python's garbage
-    collector paused (as timeit does): a collection during a call stalls its enqueue by up to
-    a few ms, which the GPU would otherwise count (host_stalled_reps reports what is left)."""
+    """Median CUDA-event time of fn(*args), rotating over arg_sets (time_cuda_interleaved with
+    one function)."""
+    return time_cuda_interleaved(torch, [fn], arg_sets, warmup, reps, max_seconds)[0]
+
+
+def time_cuda_interleaved(torch, fns: Sequence[Callable], arg_sets: Sequence[tuple],
+                          warmup: int = 5, reps: int = 20,
+                          max_seconds: float = 10.0) -> List[Timing]:
+    """Median CUDA-event times of several functions compared with each other (split counts of
+    one shape, peers): each repetition times every function once, in turn, so a drift of the
+    GPU's speed during the measurement (clocks, power, the previous shape's after-effects)
+    falls on all of them alike instead of on whichever ran first. On the H100, timing split
+    counts one after another read the first ones of some decode shapes 15-18% slow against
+    other runs (benchmarks/NOTES.md, "interleaved timing").
+
+    Python's garbage collector is paused (as timeit does): a collection during a call stalls
+    its enqueue by up to a few ms, which the GPU would otherwise count (host_stalled_reps
+    reports what is left)."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _time_cuda(torch, fn, arg_sets, warmup, reps, max_seconds)
+        return _time_cuda_interleaved(torch, list(fns), arg_sets, warmup, reps, max_seconds)
     finally:
         if collecting:
             gc.enable()
 
 
-def _time_cuda(torch, fn: Callable, arg_sets: Sequence[tuple], warmup: int,
-               reps: int, max_seconds: float) -> Timing:
-    """Median CUDA-event time of fn(*args), rotating over arg_sets.
-
-    Stops early (with at least 3 reps) when the measured calls exceed max_seconds, so one huge
-    shape cannot eat a whole benchmark budget.
-    """
-    for i in range(warmup):
-        fn(*arg_sets[i % len(arg_sets)])
+def _time_cuda_interleaved(torch, fns: List[Callable], arg_sets: Sequence[tuple], warmup: int,
+                           reps: int, max_seconds: float) -> List[Timing]:
+    """Stops early (with at least 3 rounds) when the measured calls exceed max_seconds, so one
+    huge shape cannot eat a whole benchmark budget."""
+    for fn in fns:
+        for i in range(warmup):
+            fn(*arg_sets[i % len(arg_sets)])
     torch.cuda.synchronize()
-    # The sleep must outlast the host-side enqueue of one call; measure it on a warm call.
-    host_s = min(_host_launch_seconds(fn, arg_sets[0]) for _ in range(3))
+    # The sleep must outlast the host-side enqueue of one call; measure it on warm calls.
+    host_s = max(min(_host_launch_seconds(fn, arg_sets[0]) for _ in range(3)) for fn in fns)
     torch.cuda.synchronize()
     sleep_cycles = int(max(50e-6, 4 * host_s) * 2.0e9)  # <= 2 GHz SM clock: long enough
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    host_ms = []  # host time to enqueue each timed call: beyond the sleep, the GPU waited on it
-    done = 0
+    events = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+               for _ in range(reps)] for _ in fns]
+    host_ms = [[] for _ in fns]  # host time to enqueue each timed call
+    rounds = 0
     began = time.perf_counter()
     for i in range(reps):
         args = arg_sets[i % len(arg_sets)]
-        torch.cuda._sleep(sleep_cycles)
-        starts[i].record()
-        t0 = time.perf_counter()
-        fn(*args)
-        host_ms.append((time.perf_counter() - t0) * 1e3)
-        ends[i].record()
-        done += 1
-        if done >= 3 and i % 4 == 3:
+        for f, fn in enumerate(fns):
+            start, end = events[f][i]
+            torch.cuda._sleep(sleep_cycles)
+            start.record()
+            t0 = time.perf_counter()
+            fn(*args)
+            host_ms[f].append((time.perf_counter() - t0) * 1e3)
+            end.record()
+        rounds += 1
+        if rounds >= 3 and i % 4 == 3:
             torch.cuda.synchronize()
             if time.perf_counter() - began > max_seconds:
                 break
     torch.cuda.synchronize()
-    times = sorted(starts[i].elapsed_time(ends[i]) for i in range(done))
-    result = Timing()
-    result["median_ms"] = statistics.median(times)
-    result["p10_ms"] = times[int(0.1 * (len(times) - 1))]
-    result["p90_ms"] = times[int(0.9 * (len(times) - 1))]
-    result["reps"] = len(times)
-    # Calls whose enqueue outlasted the sleep: their GPU times include host time.
     sleep_ms = sleep_cycles / 2.0e9 * 1e3
-    result["host_max_ms"] = max(host_ms)
-    result["host_stalled_reps"] = sum(ms > sleep_ms for ms in host_ms)
-    return result
+    results = []
+    for f in range(len(fns)):
+        times = sorted(start.elapsed_time(end) for start, end in events[f][:rounds])
+        result = Timing()
+        result["median_ms"] = statistics.median(times)
+        result["p10_ms"] = times[int(0.1 * (len(times) - 1))]
+        result["p90_ms"] = times[int(0.9 * (len(times) - 1))]
+        result["reps"] = len(times)
+        # Calls whose enqueue outlasted the sleep: their GPU times include host time.
+        result["host_max_ms"] = max(host_ms[f])
+        result["host_stalled_reps"] = sum(ms > sleep_ms for ms in host_ms[f])
+        results.append(result)
+    return results
 
 
 # ----------------------------------------------------------------------------- flashsplit

@@ -4,7 +4,8 @@
 Default sweep: s = 512 ... 32k at a constant 16k tokens per batch (b = 16k / s, at least 1),
 head dims 64 and 128 with h = 2048 / d heads, causal and not, bf16. Every point times
 flashsplit with the heuristic's split count (G auto) and with G = 1, and in the same process
-SDPA's flash, cuDNN and efficient backends, plus FlashAttention-3 / -2 when installed.
+SDPA's flash, cuDNN and efficient backends, plus FlashAttention-3 / -2 when installed,
+interleaved (each repetition runs every method once, so they share the GPU's conditions).
 A peer that cannot run a point is reported as "n/a (reason)".
 
 Outputs in --out: bench_seqlen.csv (one row per point and method), bench_seqlen.json (rows +
@@ -118,6 +119,7 @@ def run_point(torch, flashsplit, args, pt, rows):
         T.progress(f"  output check failed: {T.short_reason(str(exc))}")
 
     results = OrderedDict()
+    timed = []  # (row, runner) of every method that ran once: timed together below
     for name, (runner, reason) in methods.items():
         row = OrderedDict(pt)
         row.update(method=name, num_splits=None, ms=None, p10_ms=None, p90_ms=None,
@@ -130,9 +132,8 @@ def run_point(torch, flashsplit, args, pt, rows):
             row["status"] = "n/a"
         else:
             try:
-                timing = T.time_cuda(torch, runner, sets, args.warmup, args.reps)
-                row.update(ms=timing["median_ms"], p10_ms=timing["p10_ms"],
-                           p90_ms=timing["p90_ms"], tflops=T.tflops(flops, timing["median_ms"]))
+                runner(q, k, v)
+                timed.append((row, runner))
             except Exception as exc:  # noqa: BLE001 - a failing method must not end the sweep
                 row.update(status="error", note=T.short_reason(str(exc)))
                 torch.cuda.synchronize()
@@ -141,6 +142,14 @@ def run_point(torch, flashsplit, args, pt, rows):
             row["check_worst"] = max(check.values()) if check else None
         rows.append(row)
         results[name] = row
+    # flashsplit and the peers in one interleaved measurement: each repetition times every
+    # method once, so the ratios between them share the GPU's conditions.
+    if timed:
+        timings = T.time_cuda_interleaved(torch, [runner for _, runner in timed], sets,
+                                          args.warmup, args.reps, max_seconds=10.0 * len(timed))
+        for (row, _), timing in zip(timed, timings):
+            row.update(ms=timing["median_ms"], p10_ms=timing["p10_ms"], p90_ms=timing["p90_ms"],
+                       tflops=T.tflops(flops, timing["median_ms"]))
     del sets, q, k, v
     torch.cuda.empty_cache()
     return results

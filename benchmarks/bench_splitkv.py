@@ -6,6 +6,7 @@ flashsplit.explain) and every G in {2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128} 
 exceed the number of key blocks (explain's block_n); the best G; SDPA flash / cuDNN /
 efficient (and FA3 / FA2 when installed); and the two floors from the measured H100 ceilings
 (795 TFLOPS bf16, 3.02 TB/s): the time the FLOPs need and the time the compulsory bytes need.
+A shape's split counts and peers are timed interleaved (each repetition runs each once).
 
 Outputs in --out: bench_splitkv.csv (one row per shape and method/G), bench_splitkv.json,
 bench_splitkv.png (time vs G per shape) and bench_splitkv_summary.txt (one line per shape).
@@ -95,9 +96,7 @@ def scratch_bytes(g, b, h, sq, d):
     return g * b * h * sq * (d + 1) * 4
 
 
-def record_timing(row, torch, runner, sets, args, flops):
-    """Times runner over the rotating input sets and stores median/p10/p90 and TFLOPS in row."""
-    timing = T.time_cuda(torch, runner, sets, args.warmup, args.reps)
+def fill_timing(row, timing, flops):
     row.update(ms=timing["median_ms"], p10_ms=timing["p10_ms"], p90_ms=timing["p90_ms"],
                tflops=T.tflops(flops, timing["median_ms"]))
     if timing["host_stalled_reps"]:
@@ -133,6 +132,7 @@ def run_shape(torch, flashsplit, args, shape, rows):
                        flop_floor_ms=flop_floor, byte_floor_ms=byte_floor,
                        key_blocks=n_blocks, heuristic_g=heuristic_g)
     results = OrderedDict()
+    timed = []  # (row, runner): every G and peer that ran once, timed together below
     reference_out = None
     for g in candidates:
         row = OrderedDict(base)
@@ -155,7 +155,7 @@ def run_shape(torch, flashsplit, args, shape, rows):
                     row["max_abs_diff_vs_g1"] = (float("inf") if torch.isnan(diff).any()
                                                  else float(diff.max()))
                 del out
-                record_timing(row, torch, runner, sets, args, flops)
+                timed.append((row, runner))
             except Exception as exc:  # noqa: BLE001
                 row.update(status="error", note=T.short_reason(str(exc)))
         rows.append(row)
@@ -170,11 +170,18 @@ def run_shape(torch, flashsplit, args, shape, rows):
                    status="ok" if runner else "n/a", note=reason)
         if runner is not None:
             try:
-                record_timing(row, torch, runner, sets, args, flops)
+                runner(q, k, v)
+                timed.append((row, runner))
             except Exception as exc:  # noqa: BLE001
                 row.update(status="error", note=T.short_reason(str(exc)))
         rows.append(row)
         peer_rows[name] = row
+    # Split counts and peers in one interleaved measurement, so their ratios share conditions.
+    if timed:
+        timings = T.time_cuda_interleaved(torch, [runner for _, runner in timed], sets,
+                                          args.warmup, args.reps, max_seconds=10.0 * len(timed))
+        for (row, _), timing in zip(timed, timings):
+            fill_timing(row, timing, flops)
     del sets, q, k, v
     torch.cuda.empty_cache()
     return base, results, peer_rows

@@ -5,8 +5,10 @@ Measure mode (needs a GPU):
     python benchmarks/tune_num_splits.py --budget-seconds 300 --out tune_out
   samples shapes from the grid (b in {1,2,4,8}; (h, hk) in {(16,16), (32,8), (8,1)};
   sq in {1,16,64,128,256,512,1024,4096}; sk in 512..131072; d in {64,128}; causal and not)
-  in a seeded random order until the budget is spent, times every candidate G for each, and
-  appends one CSV row per (shape, G) as it goes (a killed run keeps what it measured).
+  in a seeded random order until the budget is spent, times every candidate G for each
+  (interleaved: each repetition runs every G once, so drift during a shape's measurement falls
+  on all of its G alike; CSVs up to v6 timed the G one after another), and appends one CSV row
+  per (shape, G) as it goes (a killed run keeps what it measured).
 
 Evaluate mode (any machine):
     python benchmarks/tune_num_splits.py --evaluate tune_out/tune_num_splits_raw.csv
@@ -478,23 +480,31 @@ def measure(args):
             common = dict(shape, dtype=args.dtype, sms=sms, kernel=kernel, block_m=block_m,
                           block_n=block_n, blocks_per_sm=per_sm, key_blocks=n_blocks,
                           grid_blocks=grid, heuristic_g=heuristic_g)
-            line = []
+            rows, runners = {}, {}
             for g in gs:
                 row = dict(common, requested_g=g, g=None, ms=None, p10_ms=None, p90_ms=None,
                            status="ok")
+                rows[g] = row
                 if g * b * h * sq * (d + 1) * 4 > args.max_scratch_gb * 2**30:
                     row["status"] = "skipped_scratch"
-                else:
-                    row["g"] = int(T.explain(flashsplit, q, k, v, causal, g)["num_splits"])
-                    try:
-                        timing = T.time_cuda(torch, T.flashsplit_runner(flashsplit, causal, g),
-                                             sets, args.warmup, args.reps, max_seconds=2.0)
-                        row.update(ms=timing["median_ms"], p10_ms=timing["p10_ms"],
-                                   p90_ms=timing["p90_ms"])
-                        line.append(f"{g}:{timing['median_ms']:.3g}")
-                    except Exception as exc:  # noqa: BLE001
-                        row["status"] = "error: " + T.short_reason(str(exc), 60)
+                    continue
+                row["g"] = int(T.explain(flashsplit, q, k, v, causal, g)["num_splits"])
+                runner = T.flashsplit_runner(flashsplit, causal, g)
+                try:
+                    runner(q, k, v)  # a G that fails is reported alone, not with the others
+                    runners[g] = runner
+                except Exception as exc:  # noqa: BLE001
+                    row["status"] = "error: " + T.short_reason(str(exc), 60)
+            # All G of the shape in one interleaved measurement (see T.time_cuda_interleaved).
+            timings = T.time_cuda_interleaved(torch, list(runners.values()), sets, args.warmup,
+                                              args.reps, max_seconds=2.0 * len(runners)) \
+                if runners else []
+            for g, timing in zip(runners, timings):
+                rows[g].update(ms=timing["median_ms"], p10_ms=timing["p10_ms"],
+                               p90_ms=timing["p90_ms"])
+            for row in rows.values():
                 writer.writerow({k: T.csv_value(row.get(k)) for k in RAW_FIELDS})
+            line = [f"{g}:{rows[g]['ms']:.3g}" for g in runners]
             fh.flush()
             shapes_done += 1
             T.progress(f"[{shapes_done} {time.perf_counter() - began:5.0f}s] b={b} h={h}/{hk} "

@@ -1,0 +1,100 @@
+"""The benchmarks' interleaved timer, on a simulated GPU clock (no GPU needed).
+
+A fake torch.cuda records events on a clock that each timed call advances by its cost, with a
+drift that slows every call made later: the situation interleaving is there to handle.
+"""
+
+import os
+import sys
+import types
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "benchmarks"))
+import _timing as T  # noqa: E402
+
+
+class FakeGpu:
+    def __init__(self, drift_per_call=0.0):
+        self.now_ms = 0.0
+        self.calls = []        # names of the functions, in the order they ran
+        self.drift_per_call = drift_per_call
+
+    def run(self, name, cost_ms):
+        slowdown = 1.0 + self.drift_per_call * len(self.calls)
+        self.calls.append(name)
+        self.now_ms += cost_ms * slowdown
+
+    def torch(self):
+        gpu = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                assert enable_timing
+                self.at = None
+
+            def record(self):
+                self.at = gpu.now_ms
+
+            def elapsed_time(self, end):
+                return end.at - self.at
+
+        cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None,
+                                     _sleep=lambda cycles: None)
+        return types.SimpleNamespace(cuda=cuda)
+
+    def fn(self, name, cost_ms):
+        return lambda *args: self.run(name, cost_ms)
+
+
+def test_each_repetition_times_every_function_in_turn():
+    gpu = FakeGpu()
+    fns = [gpu.fn("a", 1.0), gpu.fn("b", 2.0), gpu.fn("c", 3.0)]
+    timings = T.time_cuda_interleaved(gpu.torch(), fns, [()], warmup=2, reps=5)
+    timed = gpu.calls[-15:]
+    assert timed == ["a", "b", "c"] * 5
+    # warm-up (2 each) and the host-launch probe (3 each) come first, per function
+    assert gpu.calls[:15] == ["a"] * 2 + ["b"] * 2 + ["c"] * 2 + ["a"] * 3 + ["b"] * 3 + \
+        ["c"] * 3
+    assert [t["median_ms"] for t in timings] == pytest.approx([1.0, 2.0, 3.0])
+    assert all(t["reps"] == 5 for t in timings)
+
+
+def test_drift_falls_on_every_function_alike():
+    # Two equal functions on a GPU that slows 1% per call: timed one after the other the
+    # second reads ~10% slower; interleaved they read within the drift of one round.
+    gpu = FakeGpu(drift_per_call=0.01)
+    torch = gpu.torch()
+    first = T.time_cuda(torch, gpu.fn("a", 1.0), [()], warmup=0, reps=9)
+    second = T.time_cuda(torch, gpu.fn("b", 1.0), [()], warmup=0, reps=9)
+    assert second["median_ms"] / first["median_ms"] > 1.08
+
+    gpu = FakeGpu(drift_per_call=0.01)
+    a, b = T.time_cuda_interleaved(gpu.torch(), [gpu.fn("a", 1.0), gpu.fn("b", 1.0)], [()],
+                                   warmup=0, reps=9)
+    assert b["median_ms"] / a["median_ms"] == pytest.approx(1.0, abs=0.012)
+
+
+def test_inputs_rotate_per_repetition_for_all_functions():
+    gpu = FakeGpu()
+    seen = {"a": [], "b": []}
+
+    def make(name):
+        def fn(x):
+            seen[name].append(x)
+            gpu.run(name, 1.0)
+        return fn
+
+    T.time_cuda_interleaved(gpu.torch(), [make("a"), make("b")], [(0,), (1,), (2,)],
+                            warmup=0, reps=6)
+    assert seen["a"][-6:] == [0, 1, 2, 0, 1, 2]
+    assert seen["b"][-6:] == [0, 1, 2, 0, 1, 2]
+
+
+def test_time_cuda_is_the_single_function_case():
+    gpu = FakeGpu()
+    timing = T.time_cuda(gpu.torch(), gpu.fn("a", 0.5), [()], warmup=1, reps=4)
+    assert timing["median_ms"] == pytest.approx(0.5)
+    assert timing["p10_ms"] == pytest.approx(0.5) and timing["p90_ms"] == pytest.approx(0.5)
+    assert timing["reps"] == 4
