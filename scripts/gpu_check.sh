@@ -310,7 +310,8 @@ EOF
 if [ "${SKIP_TESTS:-0}" = 1 ]; then
   add_row tests skipped 0 "SKIP_TESTS=1"
 else
-  run_tests tests $(( RESERVE_TESTS + RESERVE_SANITIZER + RESERVE_BENCH + RESERVE_SUMMARY ))
+  # RESERVE_TESTS covers both runs: the first keeps half of it for the second.
+  run_tests tests $(( RESERVE_TESTS / 2 + RESERVE_SANITIZER + RESERVE_BENCH + RESERVE_SUMMARY ))
   run_tests tests-portable $(( RESERVE_SANITIZER + RESERVE_BENCH + RESERVE_SUMMARY )) \
     FLASHSPLIT_DISABLE_HOPPER=1
 fi
