@@ -27,6 +27,7 @@ struct AttnFwdParams {
 
   int b = 0, sq = 0, sk = 0, h = 0, hk = 0, d = 0;
   int sm_count = 0;  // SMs of the device: a persistent launch runs one block per SM
+  int cc = 0;        // compute capability (90 = sm_90): 90 and later launch the combine early
   float softmax_scale = 1.f;
   bool causal = false;
 

@@ -19,6 +19,9 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const AttnFwdP
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreadsPerRow;
   if (row >= rows) return;
   const int col = (threadIdx.x % kThreadsPerRow) * 4;
+  // Launched while the producers finish (launch_after_prior_grid): their partials are visible
+  // only past this point.
+  wait_for_prior_grid();
 
   const float* lse_g = p.lse_accum + row;
   const float total = combined_lse(lse_g, p.num_splits, rows);
@@ -65,8 +68,8 @@ template <class Elem, int D>
 void launch_typed(const AttnFwdParams& p, gpuStream_t stream) {
   constexpr int kRowsPerBlock = kCombineThreads / (D / 4);
   const long long rows = static_cast<long long>(p.b) * p.h * p.sq;
-  combine_kernel<Elem, D><<<ceil_div(rows, kRowsPerBlock), kCombineThreads, 0, stream>>>(p);
-  FS_LAUNCH_CHECK("combine_kernel launch");
+  launch_after_prior_grid(p.cc >= 90, combine_kernel<Elem, D>, dim3(ceil_div(rows, kRowsPerBlock)),
+                          dim3(kCombineThreads), 0, stream, p);
 }
 
 template <class Elem>

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
 #include <hip/hip_bf16.h>
@@ -49,6 +50,52 @@ inline void gpu_check(gpuError_t status, const char* what, const char* file, int
 #define FS_GPU_CHECK(expr) ::flashsplit::gpu_check((expr), #expr, __FILE__, __LINE__)
 // After every launch: catches bad configurations (and, synchronously, nothing else).
 #define FS_LAUNCH_CHECK(name) ::flashsplit::gpu_check(gpuGetLastError(), name, __FILE__, __LINE__)
+
+// Programmatic dependent launch (CUDA, sm_90 and later). launch_after_prior_grid starts a kernel
+// while the kernel before it on the stream is still finishing, so its launch latency hides
+// behind that kernel's tail; the kernel must call wait_for_prior_grid() before it reads
+// anything the prior kernel writes. The prior kernel calls allow_dependent_launch() once each
+// of its blocks has started, which lets the dependent grid be scheduled as soon as every
+// prior block is resident (they cannot be starved: all prior blocks already hold their slots).
+// On HIP and before sm_90 these are a plain launch and no-ops.
+namespace flashsplit {
+
+__device__ __forceinline__ void allow_dependent_launch() {
+#if !defined(__HIPCC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void wait_for_prior_grid() {
+#if !defined(__HIPCC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// dependent: whether the device supports it (compute capability 9.0 or later).
+template <class... Params, class... Args>
+void launch_after_prior_grid(bool dependent, void (*kernel)(Params...), dim3 grid, dim3 block,
+                             size_t smem_bytes, gpuStream_t stream, Args&&... args) {
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+  (void)dependent;
+  hipLaunchKernelGGL(kernel, grid, block, smem_bytes, stream, std::forward<Args>(args)...);
+#else
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = dependent ? 1 : 0;
+  gpu_check(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...),
+            "cudaLaunchKernelEx", __FILE__, __LINE__);
+#endif
+}
+
+}  // namespace flashsplit
 
 // 16-bit element helpers shared by every target.
 namespace flashsplit {

@@ -37,7 +37,9 @@ AttnFwdParams make_params(const at::Tensor& q, const at::Tensor& k, const at::Te
   p.hk = static_cast<int>(k.size(2));
   p.softmax_scale = static_cast<float>(softmax_scale);
   p.causal = causal;
-  p.sm_count = at::cuda::getDeviceProperties(q.device().index())->multiProcessorCount;
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(q.device().index());
+  p.sm_count = prop->multiProcessorCount;
+  p.cc = prop->major * 10 + prop->minor;
   return p;
 }
 

@@ -110,6 +110,7 @@ __global__ void __launch_bounds__(FwdTiles<D, Narrow>::kThreads, FwdTiles<D, Nar
   constexpr int MT = Tiles::kMTiles;  // 16-row m-tiles per warp: each K/V fragment feeds MT MMAs
   constexpr int kNTiles = BN / 8;     // n8 score tiles
   constexpr int kDTiles = D / 8;      // n8 output tiles
+  allow_dependent_launch();           // the split path's combine may now be scheduled
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Elem* sQ = reinterpret_cast<Elem*>(smem_raw);

@@ -99,6 +99,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
 #if FS_HAS_WGMMA
   constexpr int BM = Tiles::kBlockM, BN = Tiles::kBlockN, kStages = Tiles::kStages;
   const AttnFwdParams& p = hp.p;
+  allow_dependent_launch();  // the split path's combine may now be scheduled
 
   extern __shared__ unsigned char smem_raw[];
   // Swizzled tiles must start on a 1024-byte boundary (the swizzle pattern repeats every 8 rows).
