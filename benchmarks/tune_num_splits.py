@@ -403,6 +403,9 @@ def parse_args(argv=None):
                    help="with --evaluate: tune the model constants (coordinate descent over SEARCH_GRID)")
     p.add_argument("--budget-seconds", type=float, default=300.0)
     p.add_argument("--max-shapes", type=int, default=None, help="stop after this many shapes")
+    p.add_argument("--tiles", choices=("all", "narrow", "wide"), default="all",
+                   help="measure only shapes that run the narrow (decode) tile, or only the others "
+                        "(to re-measure one regime after a change to it)")
     p.add_argument("--seed", type=int, default=0, help="order in which shapes are sampled")
     p.add_argument("--dtype", default="bf16")
     p.add_argument("--splits", default=None,
@@ -456,6 +459,8 @@ def measure(args):
                 break
             b, h, hk, sq, sk, d, causal = (shape[k] for k in ("b", "h", "hk", "sq", "sk", "d",
                                                               "causal"))
+            if args.tiles != "all" and use_narrow_tiles(sq, h, hk) != (args.tiles == "narrow"):
+                continue
             flops = T.attention_flops(b, h, sq, sk, d, causal)
             if flops / 400e12 * 1e3 > args.max_call_ms:
                 continue
