@@ -85,20 +85,21 @@ class ModelConstants:
     hopper_iteration_us_d128: float = 1.48
     portable_iteration_us_d64: float = 0.97
     portable_iteration_us_d128: float = 1.70
-    narrow_iteration_us: float = 0.6
+    narrow_iteration_us: float = 0.75
     slots_per_sm_narrow: float = 2.0
+    narrow_crowding: float = 0.5
     co_resident_speedup: float = 1.3
-    block_overhead: float = 4.0
-    block_overhead_hopper: float = 2.0
-    narrow_block_overhead: float = 6.0
-    dram_bytes_per_us: float = 3.0e6
+    block_overhead: float = 2.0
+    block_overhead_hopper: float = 4.0
+    narrow_block_overhead: float = 8.0
+    dram_bytes_per_us: float = 3.4e6
     one_wave_imbalance: float = 0.03
-    partial_wave_penalty: float = 0.15
-    split_latency_us: float = 0.6
+    partial_wave_penalty: float = 0.1
+    split_latency_us: float = 0.4
     combine_us: float = 3.0
-    narrow_chunk_latency_us: float = 3.0
+    narrow_chunk_latency_us: float = 2.0
     narrow_combine_us: float = 4.0
-    min_gain: float = 0.02
+    min_gain: float = 0.03
     min_gain_multi_wave: float = 0.04
     multi_wave_grid: float = 4.0
     max_splits: int = 128
@@ -355,6 +356,12 @@ def modelled_split_us(p, g, c):
     block_us = (float(-(-p.n_blocks // g)) + overhead) * iteration
     co_resident = not narrow and p.blocks_per_sm >= 2 and waves >= 2
     compute_us = waves * block_us / (c.co_resident_speedup if co_resident else 1.0)
+    if narrow:
+        # Blocks on one SM share it, so the busiest SM, with ceil(blocks / SMs) of them, sets
+        # the pace: compute grows by that over the average blocks / SMs, to the power set.
+        per_sm = blocks / p.sms
+        if per_sm > 1.0:
+            compute_us *= (math.ceil(per_sm) / per_sm) ** c.narrow_crowding
     d = float(p.d)
     kv_bytes = 2.0 * p.b * p.hk * p.sk * d * 2.0
     qo_bytes = 2.0 * p.b * p.h * p.sq * d * 2.0
@@ -646,7 +653,8 @@ def constants_text(c):
 # --search: the values each constant may take (the wide tiles' iteration times stay as measured;
 # the narrow one is fitted with the other narrow terms).
 SEARCH_GRID = OrderedDict(
-    slots_per_sm_narrow=(1.5, 2.0, 2.5, 3.0),
+    slots_per_sm_narrow=(1.0, 1.25, 1.5, 2.0, 2.5, 3.0),
+    narrow_crowding=(0.0, 0.25, 0.5, 0.75, 1.0),
     co_resident_speedup=(1.1, 1.2, 1.3, 1.4, 1.5),
     block_overhead=(2.0, 4.0, 6.0, 8.0, 12.0, 16.0),
     block_overhead_hopper=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0),
@@ -655,8 +663,8 @@ SEARCH_GRID = OrderedDict(
     partial_wave_penalty=(0.0, 0.05, 0.1, 0.15, 0.2, 0.3),
     split_latency_us=(0.2, 0.3, 0.4, 0.5, 0.6, 0.8),
     combine_us=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0),
-    narrow_iteration_us=(0.5, 0.6, 0.75, 0.9),
-    narrow_block_overhead=(2.0, 4.0, 6.0, 8.0),
+    narrow_iteration_us=(0.5, 0.6, 0.75, 0.9, 1.0, 1.2),
+    narrow_block_overhead=(2.0, 4.0, 6.0, 8.0, 10.0, 12.0),
     narrow_chunk_latency_us=(1.0, 2.0, 3.0, 4.0),
     narrow_combine_us=(2.0, 3.0, 4.0, 6.0),
     min_gain=(0.0, 0.01, 0.02, 0.03, 0.04),

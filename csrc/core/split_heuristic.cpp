@@ -56,7 +56,9 @@ double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
   const double block_us =
       (static_cast<double>(per_split) + overhead) * iteration_us(tiles, problem.d, c);
   const bool co_resident = !narrow && tiles.blocks_per_sm >= 2 && waves >= 2;
-  const double compute_us = waves * block_us / (co_resident ? c.co_resident_speedup : 1.0);
+  double compute_us = waves * block_us / (co_resident ? c.co_resident_speedup : 1.0);
+  const double per_sm = blocks / device.sm_count;
+  if (narrow && per_sm > 1.0) compute_us *= std::pow(std::ceil(per_sm) / per_sm, c.narrow_crowding);
 
   const double d = static_cast<double>(problem.d);
   const double kv_bytes = 2.0 * problem.b * problem.hk * problem.sk * d * kElementBytes;

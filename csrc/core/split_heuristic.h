@@ -18,6 +18,16 @@ namespace flashsplit {
 // latency, fitted on v3's narrow shapes alone: v3's shared terms over-split memory-bound decode
 // (G = 8..33 where one full wave, G = 2..4, was 4-8% faster) and under-split tiny decode grids
 // (the combine reads splits 8 at a time, so its latency grows per chunk, not per split).
+// v4 keeps the form and refits nine constants (narrow_iteration_us, the three block overheads,
+// dram_bytes_per_us, partial_wave_penalty, split_latency_us, narrow_chunk_latency_us, min_gain)
+// on tune_h100_v7.csv: the first data timed interleaved (every G of a shape in turn; v3-v6
+// timed the G one after another and read split calls of tiny decode shapes up to 1.6x slow)
+// and measured with the combine launched as a programmatic dependent (1-1.4 us cheaper per
+// split call). v3.1 on v7: regret 1.012 geomean, 1.45 worst (G = 1 where G = 3-4 was 30% faster
+// on 20 us decode calls); refit: 1.004 / 1.11. On tune_h100_v8.csv, measured with the refit,
+// narrow grids just past one block per SM (b = 2, hk = 1 decode: G = 79, 158 blocks) ran
+// 15-26% slower than the model said, so v4 adds narrow_crowding (v7: 1.004 / 1.13 with it).
+// Checked on tune_h100_v9.csv, measured after all of that (benchmarks/NOTES.md, "heuristic v4").
 struct SplitHeuristicConstants {
   // Time of one key-block iteration of one thread block, in microseconds, per kernel family and
   // head dim (d <= 64 uses the d64 value, larger d the d128 one). Hopper: per 128 query rows.
@@ -25,41 +35,46 @@ struct SplitHeuristicConstants {
   double hopper_iteration_us_d128 = 1.48;
   double portable_iteration_us_d64 = 0.97;
   double portable_iteration_us_d128 = 1.70;
-  double narrow_iteration_us = 0.6;
+  double narrow_iteration_us = 0.75;
   // Narrow (decode) tiles: blocks per SM that run at full speed together (they are memory-
   // bound, so more than two only queue). Wide tiles: one per SM, see co_resident_speedup.
   double slots_per_sm_narrow = 2.0;
+  // Narrow tiles: blocks on one SM share it, so once there are more blocks than SMs the
+  // busiest SM, with ceil(blocks / SMs), sets the pace: compute is scaled by
+  // (ceil(blocks / SMs) / (blocks / SMs)) ^ narrow_crowding. On tune_h100_v8.csv 158 blocks
+  // (26 SMs with two) ran 15-26% slower than 128 with less work each; 0.25-0.5 fit v7 alike.
+  double narrow_crowding = 0.5;
   // Wide portable tiles with room for two blocks per SM: throughput of two co-resident blocks
   // relative to one (latency hiding), applied once the grid puts two on an SM.
   double co_resident_speedup = 1.3;
   // Fixed cost of a thread block (prologue, first loads, epilogue and its partial write), in
   // key-block iterations of its own family: portable, and Hopper.
-  double block_overhead = 4.0;
-  double block_overhead_hopper = 2.0;
-  double narrow_block_overhead = 6.0;
-  // DRAM bandwidth the kernels reach, bytes per microsecond (3.0 TB/s: the best measured MHA
-  // rows; the H100's peak is 3.35).
-  double dram_bytes_per_us = 3.0e6;
+  double block_overhead = 2.0;
+  double block_overhead_hopper = 4.0;
+  double narrow_block_overhead = 8.0;
+  // DRAM bandwidth the kernels reach, bytes per microsecond (3.4 TB/s fits v7 best; the
+  // H100's peak is 3.35: the term also stands in for L2 hits on the smaller grids).
+  double dram_bytes_per_us = 3.4e6;
   // A memory-bound grid of one wave of wide tiles runs at the pace of its slowest block; more,
   // shorter waves even that out: the DRAM term is scaled by (1 + one_wave_imbalance / waves).
   // Not for narrow tiles, whose memory-bound grids measured fastest at exactly one full wave.
   double one_wave_imbalance = 0.03;
   // A last wave only partly full leaves bandwidth unused: the DRAM term is scaled by
   // (1 + partial_wave_penalty * (waves / fractional waves - 1)).
-  double partial_wave_penalty = 0.15;
+  double partial_wave_penalty = 0.1;
   // Cost of each split (the combine walks a row's splits in turn), microseconds.
-  double split_latency_us = 0.6;
+  double split_latency_us = 0.4;
   // Cost of splitting at all: the combine kernel's launch, microseconds (its pass over the
   // partials is charged as DRAM traffic).
   double combine_us = 3.0;
   // Narrow tiles: the combine's cost per chunk of kCombineSplitsPerChunk splits (its loads of
   // a chunk are in flight together), and of splitting at all, microseconds. Decode calls last
   // 10-1000 us, where these two decide G; the wide tiles' per-split form fits those best.
-  double narrow_chunk_latency_us = 3.0;
+  double narrow_chunk_latency_us = 2.0;
   double narrow_combine_us = 4.0;
   // A split must beat G = 1 by this fraction of G = 1's modelled time: where the grid already
   // fills the GPU the model's gain is only wave rounding, which measures within noise.
-  double min_gain = 0.02;
+  double min_gain = 0.03;
   // Where the unsplit grid already runs multi_wave_grid waves or more, a split must gain
   // min_gain_multi_wave instead: the modelled gain there is wave rounding of 2-4%, and the
   // H100 reads a 10-wave grid's best G differently from run to run by as much (bench_splitkv's
@@ -74,7 +89,9 @@ struct SplitHeuristicConstants {
 // The modelled time of running the call with g splits, in microseconds:
 //   max(compute, memory) + split cost + [g > 1] (combine + partials / bandwidth)
 // compute = waves * (ceil(key_blocks / g) + block overhead) * iteration time
-//           (/ co_resident_speedup for wide tiles with blocks_per_sm >= 2 once waves >= 2),
+//           (/ co_resident_speedup for wide tiles with blocks_per_sm >= 2 once waves >= 2;
+//            x (ceil(blocks / SMs) / (blocks / SMs)) ^ narrow_crowding for narrow tiles once
+//            blocks > SMs),
 // waves = ceil(grid_blocks * g / slots), slots = SMs (x slots_per_sm_narrow for narrow tiles);
 // memory = (K and V once per k/v head + Q + O + [g > 1] partials written) / bandwidth,
 //          scaled by the one-wave imbalance (wide tiles) and partial-wave penalty above;

@@ -85,6 +85,9 @@ long double formula_us(const AttnProblem& p, const TileConfig& t, int sm_count, 
                                                : c.block_overhead_hopper;
   long double compute = waves * (per_split + overhead) * iteration;
   if (!narrow && t.blocks_per_sm >= 2 && waves >= 2) compute /= c.co_resident_speedup;
+  // Narrow tiles past one block per SM run at the pace of the busiest SM.
+  const long double per_sm = blocks / sm_count;
+  if (narrow && per_sm > 1) compute *= std::pow(std::ceil(per_sm) / per_sm, static_cast<long double>(c.narrow_crowding));
   const long double kv = 4.0L * p.b * p.hk * p.sk * p.d, qo = 4.0L * p.b * p.h * p.sq * p.d;
   const long double partials = 4.0L * p.b * p.h * p.sq * (p.d + 1) * g;
   const long double memory = (kv + qo + (g > 1 ? partials : 0)) / c.dram_bytes_per_us *
@@ -244,15 +247,20 @@ TEST(SplitHeuristic, ChoosesANearBestGOnTheDecodeMissesOfV3) {
 
 TEST(SplitHeuristic, AManyWaveGridNeedsALargerModelledGain) {
   // bench_splitkv's (1,8,8,32768,32768,64) on the Hopper tiles: 1368 blocks, 10.4 waves. The
-  // model gains 2.8% at G = 2 (wave rounding), within the H100's run-to-run spread there.
+  // model gains a little at G = 2 (wave rounding), within the H100's run-to-run spread there.
   AttnProblem p = shape(1, 8, 32768, 32768, 64);
   const TileConfig tiles = hopper_tile_config(64, p.sq);
   EXPECT_EQ(choose_num_splits(p, nvidia(132), tiles), 1) << describe(p, 132);
   SplitHeuristicConstants c;
-  c.min_gain_multi_wave = c.min_gain;
-  EXPECT_EQ(choose_num_splits(p, nvidia(132), tiles, c), 2) << "with the one-wave threshold";
-  c.multi_wave_grid = 11.0;  // 10.4 waves is then not a many-wave grid
+  const double gain = 1.0 - modelled_split_us(p, nvidia(132), tiles, 2, c) /
+                                modelled_split_us(p, nvidia(132), tiles, 1, c);
+  ASSERT_GT(gain, 0.0);
+  ASSERT_LT(gain, c.min_gain_multi_wave);
+  c.min_gain = c.min_gain_multi_wave = gain / 2;
+  EXPECT_EQ(choose_num_splits(p, nvidia(132), tiles, c), 2) << "thresholds under the gain";
   c.min_gain_multi_wave = 0.5;
+  EXPECT_EQ(choose_num_splits(p, nvidia(132), tiles, c), 1) << "the many-wave threshold binds";
+  c.multi_wave_grid = 11.0;  // 10.4 waves is then not a many-wave grid
   EXPECT_EQ(choose_num_splits(p, nvidia(132), tiles, c), 2);
 }
 
@@ -338,6 +346,7 @@ TEST(SplitHeuristic, MatchesABruteForceWithRandomConstants) {
     c.portable_iteration_us_d128 = 0.2 + 3 * unit(rng);
     c.narrow_iteration_us = 0.2 + 3 * unit(rng);
     c.slots_per_sm_narrow = 0.5 + 5.5 * unit(rng);
+    c.narrow_crowding = 2 * unit(rng);
     c.co_resident_speedup = 1 + unit(rng);
     c.block_overhead = 40 * unit(rng);
     c.block_overhead_hopper = 40 * unit(rng);
@@ -453,6 +462,7 @@ TEST(SplitHeuristic, EveryConstantMovesTheChoiceOfItsOwnFamilyOnly) {
       {"portable_iteration_us_d128", [](SplitHeuristicConstants& c) { c.portable_iteration_us_d128 *= 4; }, "P"},
       {"narrow_iteration_us", [](SplitHeuristicConstants& c) { c.narrow_iteration_us *= 4; }, "N"},
       {"slots_per_sm_narrow", [](SplitHeuristicConstants& c) { c.slots_per_sm_narrow = 8; }, "N"},
+      {"narrow_crowding", [](SplitHeuristicConstants& c) { c.narrow_crowding = 3; }, "N"},
       {"co_resident_speedup", [](SplitHeuristicConstants& c) { c.co_resident_speedup = 1; }, "P"},
       {"block_overhead", [](SplitHeuristicConstants& c) { c.block_overhead = 0; }, "P"},
       {"block_overhead_hopper", [](SplitHeuristicConstants& c) { c.block_overhead_hopper = 16; }, "H"},
@@ -466,7 +476,9 @@ TEST(SplitHeuristic, EveryConstantMovesTheChoiceOfItsOwnFamilyOnly) {
       {"narrow_combine_us", [](SplitHeuristicConstants& c) { c.narrow_combine_us = 40; }, "N"},
       {"min_gain", [](SplitHeuristicConstants& c) { c.min_gain = 0.3; }, "*"},
       {"min_gain_multi_wave", [](SplitHeuristicConstants& c) { c.min_gain_multi_wave = 0.0; }, "*"},
-      {"multi_wave_grid", [](SplitHeuristicConstants& c) { c.multi_wave_grid = 0.5; }, "*"},
+      // The many-wave threshold only differs from min_gain by 1%, so the grids multi_wave_grid
+      // brings under it are told apart with a larger one.
+      {"multi_wave_grid", [](SplitHeuristicConstants& c) { c.multi_wave_grid = 0.5; c.min_gain_multi_wave = 0.1; }, "*"},
   };
   for (const Change& change : changes) {
     SplitHeuristicConstants c;
