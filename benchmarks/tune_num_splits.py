@@ -98,7 +98,7 @@ class ModelConstants:
     split_latency_us: float = 0.4
     combine_us: float = 3.0
     narrow_chunk_latency_us: float = 2.0
-    narrow_combine_us: float = 4.0
+    narrow_combine_us: float = 2.0
     min_gain: float = 0.03
     min_gain_multi_wave: float = 0.04
     multi_wave_grid: float = 4.0

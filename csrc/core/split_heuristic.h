@@ -27,7 +27,10 @@ namespace flashsplit {
 // on 20 us decode calls); refit: 1.004 / 1.11. On tune_h100_v8.csv, measured with the refit,
 // narrow grids just past one block per SM (b = 2, hk = 1 decode: G = 79, 158 blocks) ran
 // 15-26% slower than the model said, so v4 adds narrow_crowding (v7: 1.004 / 1.13 with it).
-// Checked on tune_h100_v9.csv, measured after all of that (benchmarks/NOTES.md, "heuristic v4").
+// Checked on tune_h100_v9.csv, measured after all of that: held out, 1.005 / 1.14. A second
+// held-out set, v10, read 1.17 on a 13 us decode call kept at G = 1 (G = 4: 11 us);
+// narrow_combine_us 4 -> 2, which the search had missed and which is better on v7 too (1.0040 /
+// 1.110), fixes it. Checked on tune_h100_v11.csv, measured after that (benchmarks/NOTES.md).
 struct SplitHeuristicConstants {
   // Time of one key-block iteration of one thread block, in microseconds, per kernel family and
   // head dim (d <= 64 uses the d64 value, larger d the d128 one). Hopper: per 128 query rows.
@@ -71,7 +74,7 @@ struct SplitHeuristicConstants {
   // a chunk are in flight together), and of splitting at all, microseconds. Decode calls last
   // 10-1000 us, where these two decide G; the wide tiles' per-split form fits those best.
   double narrow_chunk_latency_us = 2.0;
-  double narrow_combine_us = 4.0;
+  double narrow_combine_us = 2.0;
   // A split must beat G = 1 by this fraction of G = 1's modelled time: where the grid already
   // fills the GPU the model's gain is only wave rounding, which measures within noise.
   double min_gain = 0.03;
