@@ -427,9 +427,11 @@ TEST(SplitHeuristic, ComputeBoundWithoutOverheadsMinimisesWavesTimesBlocksPerSpl
   }
 }
 
-// How many shapes of a sweep change their G when one constant is replaced, per family.
+// How many shapes of a sweep change their G when one constant is replaced (changed against
+// base), per family.
 struct Moved { int hopper = 0, portable = 0, narrow = 0; };
-Moved moved_by(const SplitHeuristicConstants& changed) {
+Moved moved_by(const SplitHeuristicConstants& changed,
+               const SplitHeuristicConstants& base = SplitHeuristicConstants{}) {
   Moved m;
   for (int64_t b : {1, 2, 4, 8}) {
     for (const auto& heads : {std::pair<int64_t, int64_t>{16, 16}, {32, 8}}) {
@@ -439,9 +441,10 @@ Moved moved_by(const SplitHeuristicConstants& changed) {
             AttnProblem p = shape(b, heads.first, heads.second, sq, sk, d);
             const TileConfig h = hopper_tile_config(static_cast<int>(d), sq), t = tiles_for(p);
             m.hopper += choose_num_splits(p, nvidia(132), h, changed) !=
-                        choose_num_splits(p, nvidia(132), h);
+                        choose_num_splits(p, nvidia(132), h, base);
             (t.block_m <= kNarrowMaxRows ? m.narrow : m.portable) +=
-                choose_num_splits(p, nvidia(132), t, changed) != choose_num_splits(p, nvidia(132), t);
+                choose_num_splits(p, nvidia(132), t, changed) !=
+                choose_num_splits(p, nvidia(132), t, base);
           }
         }
       }
@@ -454,7 +457,13 @@ TEST(SplitHeuristic, EveryConstantMovesTheChoiceOfItsOwnFamilyOnly) {
   // moves: the families whose choice must change somewhere in the sweep, and no other:
   // H = Hopper, P = wide portable, N = narrow portable; "*" = a shared term, which must move
   // the choice somewhere, whatever the family.
-  struct Change { const char* name; void (*apply)(SplitHeuristicConstants&); std::string moves; };
+  // base: set in both the changed constants and the ones they are compared with (default: none).
+  struct Change {
+    const char* name;
+    void (*apply)(SplitHeuristicConstants&);
+    std::string moves;
+    void (*base)(SplitHeuristicConstants&) = nullptr;
+  };
   const Change changes[] = {
       {"hopper_iteration_us_d64", [](SplitHeuristicConstants& c) { c.hopper_iteration_us_d64 *= 4; }, "H"},
       {"hopper_iteration_us_d128", [](SplitHeuristicConstants& c) { c.hopper_iteration_us_d128 *= 4; }, "H"},
@@ -477,13 +486,16 @@ TEST(SplitHeuristic, EveryConstantMovesTheChoiceOfItsOwnFamilyOnly) {
       {"min_gain", [](SplitHeuristicConstants& c) { c.min_gain = 0.3; }, "*"},
       {"min_gain_multi_wave", [](SplitHeuristicConstants& c) { c.min_gain_multi_wave = 0.0; }, "*"},
       // The many-wave threshold only differs from min_gain by 1%, so the grids multi_wave_grid
-      // brings under it are told apart with a larger one.
-      {"multi_wave_grid", [](SplitHeuristicConstants& c) { c.multi_wave_grid = 0.5; c.min_gain_multi_wave = 0.1; }, "*"},
+      // brings under it are told apart with a larger one, set on both sides of the comparison.
+      {"multi_wave_grid", [](SplitHeuristicConstants& c) { c.multi_wave_grid = 0.5; }, "*",
+       [](SplitHeuristicConstants& c) { c.min_gain_multi_wave = 0.1; }},
   };
   for (const Change& change : changes) {
-    SplitHeuristicConstants c;
+    SplitHeuristicConstants base;
+    if (change.base) change.base(base);
+    SplitHeuristicConstants c = base;
     change.apply(c);
-    const Moved m = moved_by(c);
+    const Moved m = moved_by(c, base);
     if (change.moves == "*") {
       EXPECT_GT(m.hopper + m.portable + m.narrow, 0) << change.name;
       continue;
