@@ -37,9 +37,6 @@ AttnFwdParams make_params(const at::Tensor& q, const at::Tensor& k, const at::Te
   p.hk = static_cast<int>(k.size(2));
   p.softmax_scale = static_cast<float>(softmax_scale);
   p.causal = causal;
-  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(q.device().index());
-  p.sm_count = prop->multiProcessorCount;
-  p.cc = prop->major * 10 + prop->minor;
   return p;
 }
 
@@ -62,6 +59,8 @@ std::tuple<at::Tensor, at::Tensor> native_forward(const at::Tensor& q, const at:
   at::Tensor lse = at::empty({b, h, sq}, q.options().dtype(at::kFloat));
   AttnFwdParams params = make_params(q, k, v, out, lse, softmax_scale, causal);
   params.num_splits = plan.num_splits;
+  params.sm_count = plan.device.sm_count;
+  params.cc = plan.device.cc;
   params.kernel = plan.gate.family == KernelFamily::kHopperWgmma ? FwdKernel::kHopper
                                                                    : FwdKernel::kPortable;
   at::Tensor o_accum, lse_accum;  // scratch from the caching allocator: safe under graph capture

@@ -124,7 +124,8 @@ Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     return plan;
   }
   AttnProblem problem = describe(q, k, v, features);
-  DeviceInfo device = describe_device(q);
+  plan.device = describe_device(q);
+  const DeviceInfo& device = plan.device;
   plan.gate = check_native(problem, device, current_build_info(),
                            allow_untested_arch || untested_arch_allowed_by_env(),
                            /*allow_hopper=*/!hopper_disabled_by_env());

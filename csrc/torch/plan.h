@@ -20,6 +20,7 @@ struct Plan {
   GateDecision gate;
   int num_splits = 1;  // G that runs (1 on the reference path)
   TileConfig tiles{0, 0, 0, 0};
+  DeviceInfo device;  // what the gate and the heuristic saw; the launch uses its SMs and cc
 };
 
 // Shapes, ranks, dtypes, devices and num_splits; throws c10::Error naming the argument.
