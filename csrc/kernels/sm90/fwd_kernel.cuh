@@ -14,7 +14,9 @@
 // stage as soon as it has read it. With two consumers, each overlaps a block's S and softmax
 // with the previous block's P V (and, with kCarry, a tile's last P V with the next tile's
 // first S); the two take turns issuing GEMMs (ping-pong), so one's softmax runs under the
-// other's GEMMs.
+// other's GEMMs. Three consumers work side by side without overlap; each computes only the key
+// blocks its own rows can see and lets the others pass (the last tile's padding rows, the early
+// rows of a causal tile), which leaves the tensor cores to the other two.
 //
 // Tiles in shared memory are in TMA's 128-byte swizzle: a tile of R rows and D columns is D/64
 // "slabs" of R x 64 elements, one TMA box each. The split epilogue (fp32 partials) is the
@@ -436,7 +438,29 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
          slot = next_work(slot + gridDim.x)) {
       zero_o();
       begin_tile();
-      for (int n = range.end - 1; n >= range.begin; --n) {
+      // Key blocks this consumer's rows see: none where they are all past sq (the last tile's
+      // padding), fewer than the tile's where a causal mask hides the last ones from them. The
+      // blocks are walked last first, so those it cannot see come first: it lets them pass
+      // (frees each once it has landed) without computing on them.
+      // (Read through a shuffle, so the compiler sees a bound the same in every lane of the warp
+      // and keeps the loops free of divergence handling: measured 4-10% slower without.)
+      const int first_row = m0 + consumer * 64;
+      const int visible_end = __shfl_sync(
+          0xffffffffu,
+          first_row >= p.sq
+              ? range.begin
+              : max(range.begin, min(range.end, visible_key_blocks(min(first_row + 64, p.sq),
+                                                                   p.sq, p.sk, BN, Causal))),
+          0);
+      for (int n = range.end - 1; n >= visible_end; --n) {
+        mbar_wait(&k_full[stage], phase);
+        release(&k_empty[stage]);
+        if (n == range.begin) release(&q_empty[qb]);
+        mbar_wait(&v_full[stage], phase);
+        release(&v_empty[stage]);
+        advance();
+      }
+      for (int n = visible_end - 1; n >= range.begin; --n) {
         mbar_wait(&k_full[stage], phase);
         wgmma_fence();
         issue_qk(stage);
