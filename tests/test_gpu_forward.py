@@ -71,14 +71,18 @@ def test_forward_matches_fp32_reference_for_every_split_count(request, dtype, d,
 
 
 @requires_native
+@pytest.mark.parametrize("sq,sk", [(113, 203), (3000, 2900)], ids=["short", "tall-tiles"])
 @pytest.mark.parametrize("scale", [-0.3, 0.0, 1.7], ids=["negative", "zero", "large"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
-def test_forward_honours_any_finite_softmax_scale(request, d, causal, scale):
+def test_forward_honours_any_finite_softmax_scale(request, d, causal, scale, sq, sk):
     """The kernel applies the scale as a positive factor inside exp2: a negative scale flips Q's
     sign and a zero one must still give the uniform average over the visible keys (and masked
-    keys must stay masked rather than become -inf * 0 = NaN)."""
-    q, k, v = rand_qkv(generator_for(request), 2, 113, 203, 8, 2, d, torch.bfloat16)
+    keys must stay masked rather than become -inf * 0 = NaN). (3000, 2900) runs the Hopper
+    kernel's 192-row tiles at d=64, whose running max moves only when a key block's scaled max
+    passes it by more than a factor 2^8."""
+    b = 1 if sq >= 2048 else 2
+    q, k, v = rand_qkv(generator_for(request), b, sq, sk, 8, 2, d, torch.bfloat16)
     refs = references(q, k, v, causal=causal, softmax_scale=scale)
     for num_splits in (1, 5):
         what = f"d={d} causal={causal} softmax_scale={scale} num_splits={num_splits}"
