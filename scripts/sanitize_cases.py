@@ -24,7 +24,10 @@ from collections import namedtuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
-Case = namedtuple("Case", "name dtype d causal b sq sk h hk num_splits layout")
+# block_m: the Hopper tile height the case is for (checked when the Hopper kernel runs, so a
+# change of hopper_block_m cannot silently move a case off the tiles it was written for).
+Case = namedtuple("Case", "name dtype d causal b sq sk h hk num_splits layout block_m",
+                  defaults=(None,))
 
 MEMCHECK_CASES = [
     Case("bf16-d64-full-G1-odd", "bf16", 64, False, 2, 37, 300, 4, 4, 1, "contiguous"),
@@ -36,14 +39,22 @@ MEMCHECK_CASES = [
     Case("bf16-d64-causal-auto-strided", "bf16", 64, True, 2, 129, 257, 4, 2, 0, "packed"),
     Case("fp16-d128-full-G7-tail", "fp16", 128, False, 1, 1, 449, 2, 2, 7, "contiguous"),
     Case("bf16-d64-decode-G4-narrow", "bf16", 64, False, 2, 1, 777, 8, 8, 4, "contiguous"),
-    # Hopper tiles of 192 rows (d=64, long queries) and 128 rows (d=128), split and causal.
-    Case("fp16-d64-causal-G3-hopper192", "fp16", 64, True, 1, 500, 700, 2, 1, 3, "contiguous"),
-    Case("bf16-d128-full-G1-hopper-gqa", "bf16", 128, False, 2, 130, 260, 4, 2, 1, "packed"),
+    # Hopper tiles of 128 rows (d=64 short queries, d=128) and 192 rows (d=64 from 1536 query
+    # rows: consumers skip the key blocks their rows cannot see, and the last tile's padding).
+    Case("fp16-d64-causal-G3-hopper128", "fp16", 64, True, 1, 500, 700, 2, 1, 3, "contiguous",
+         128),
+    Case("bf16-d128-full-G1-hopper-gqa", "bf16", 128, False, 2, 130, 260, 4, 2, 1, "packed", 128),
+    Case("fp16-d64-causal-G3-hopper192", "fp16", 64, True, 1, 1536, 1600, 2, 1, 3, "contiguous",
+         192),
+    Case("bf16-d64-full-G1-hopper192-padding", "bf16", 64, False, 1, 1600, 300, 2, 2, 1,
+         "contiguous", 192),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64), the portable
 # wide tile (a short GQA query block) and the narrow tile (decode).
 RACECHECK_CASES = [
     Case("race-bf16-d64-causal-G2-hopper", "bf16", 64, True, 1, 70, 200, 1, 1, 2, "contiguous"),
+    Case("race-bf16-d64-causal-G1-hopper192", "bf16", 64, True, 1, 1536, 1536, 1, 1, 1,
+         "contiguous", 192),
     Case("race-fp16-d64-G2-portable-wide", "fp16", 64, False, 1, 20, 300, 4, 1, 2, "contiguous"),
     Case("race-fp16-d128-decode-G2-narrow", "fp16", 128, False, 1, 1, 150, 4, 2, 2,
          "contiguous"),
@@ -107,6 +118,9 @@ def run_case(torch, flashsplit, naive_attention, case, check):
                                              num_splits=case.num_splits, return_attn_probs=True)
     torch.cuda.synchronize()
     detail = f"{decision['kernel']} G={decision['num_splits']}"
+    if case.block_m and decision["kernel"] == "hopper_wgmma" and \
+            decision["block_m"] != case.block_m:
+        return False, f"{detail}: ran {decision['block_m']}-row tiles, the case is for {case.block_m}"
     n_empty = max(0, case.sq - case.sk) if case.causal else 0
     seen = out[:, n_empty:]
     if torch.isnan(out).any() or torch.isnan(lse).any():
