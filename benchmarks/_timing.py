@@ -297,6 +297,23 @@ def _time_cuda_interleaved(torch, fns: List[Callable], arg_sets: Sequence[tuple]
     return results
 
 
+def time_rows_interleaved(torch, timed: Sequence[tuple], arg_sets: Sequence[tuple], warmup: int,
+                          reps: int, max_seconds: float,
+                          flops: Optional[float] = None) -> List[Timing]:
+    """Times the runners of timed = [(row, runner), ...] in one interleaved measurement
+    (time_cuda_interleaved) and fills each row's ms / p10_ms / p90_ms columns, and tflops when
+    flops is given. Returns each runner's Timing, in order ([] when timed is empty)."""
+    if not timed:
+        return []
+    timings = time_cuda_interleaved(torch, [runner for _, runner in timed], arg_sets, warmup,
+                                    reps, max_seconds)
+    for (row, _), timing in zip(timed, timings):
+        row.update(ms=timing["median_ms"], p10_ms=timing["p10_ms"], p90_ms=timing["p90_ms"])
+        if flops is not None:
+            row["tflops"] = tflops(flops, timing["median_ms"])
+    return timings
+
+
 # ----------------------------------------------------------------------------- flashsplit
 
 def flashsplit_runner(flashsplit, causal: bool, num_splits: int) -> Callable:

@@ -144,12 +144,8 @@ def run_point(torch, flashsplit, args, pt, rows):
         results[name] = row
     # flashsplit and the peers in one interleaved measurement: each repetition times every
     # method once, so the ratios between them share the GPU's conditions.
-    if timed:
-        timings = T.time_cuda_interleaved(torch, [runner for _, runner in timed], sets,
-                                          args.warmup, args.reps, max_seconds=10.0 * len(timed))
-        for (row, _), timing in zip(timed, timings):
-            row.update(ms=timing["median_ms"], p10_ms=timing["p10_ms"], p90_ms=timing["p90_ms"],
-                       tflops=T.tflops(flops, timing["median_ms"]))
+    T.time_rows_interleaved(torch, timed, sets, args.warmup, args.reps,
+                            max_seconds=10.0 * len(timed), flops=flops)
     del sets, q, k, v
     torch.cuda.empty_cache()
     return results

@@ -96,9 +96,8 @@ def scratch_bytes(g, b, h, sq, d):
     return g * b * h * sq * (d + 1) * 4
 
 
-def fill_timing(row, timing, flops):
-    row.update(ms=timing["median_ms"], p10_ms=timing["p10_ms"], p90_ms=timing["p90_ms"],
-               tflops=T.tflops(flops, timing["median_ms"]))
+def note_host_stalls(row, timing):
+    """Says in the row's note when some timed calls waited on the host's enqueue."""
     if timing["host_stalled_reps"]:
         row["note"] = (f"{timing['host_stalled_reps']}/{timing['reps']} reps waited on the host "
                        f"(enqueue up to {timing['host_max_ms']:.3f} ms)")
@@ -177,11 +176,10 @@ def run_shape(torch, flashsplit, args, shape, rows):
         rows.append(row)
         peer_rows[name] = row
     # Split counts and peers in one interleaved measurement, so their ratios share conditions.
-    if timed:
-        timings = T.time_cuda_interleaved(torch, [runner for _, runner in timed], sets,
-                                          args.warmup, args.reps, max_seconds=10.0 * len(timed))
-        for (row, _), timing in zip(timed, timings):
-            fill_timing(row, timing, flops)
+    timings = T.time_rows_interleaved(torch, timed, sets, args.warmup, args.reps,
+                                      max_seconds=10.0 * len(timed), flops=flops)
+    for (row, _), timing in zip(timed, timings):
+        note_host_stalls(row, timing)
     del sets, q, k, v
     torch.cuda.empty_cache()
     return base, results, peer_rows

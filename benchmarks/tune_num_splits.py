@@ -28,8 +28,9 @@ query heads of a k/v group into the rows of one tile, so its grid is
 b * hk * ceil(sq * (h / hk) / block_m); the Hopper kernel's tiles hold one head's rows, so its
 grid is b * h * ceil(sq / block_m), with block_m = hopper_block_m(d, sq, causal) (128; at
 d = 64 and sq >= 1536, 192 when ceil(sq / 192) * 192 * w < ceil(sq / 128) * 128 * 100, w = 87
-without the causal mask and 97 with it), 128-key blocks and one block per SM. The model (model_family picks the family as the gate does; --evaluate uses the family
-recorded in each row) scores a CSV against the tiles that actually ran.
+without the causal mask and 97 with it), 128-key blocks and one block per SM. The model
+(model_family picks the family as the gate does; --evaluate uses the family recorded in each
+row) scores a CSV against the tiles that actually ran.
 
 Report: per shape, regret = time at the heuristic's G / best measured time; the geometric mean
 and the worst shapes; and, on grids that already fill the GPU (the row's grid_blocks >=
@@ -508,12 +509,9 @@ def measure(args):
                 except Exception as exc:  # noqa: BLE001
                     row["status"] = "error: " + T.short_reason(str(exc), 60)
             # All G of the shape in one interleaved measurement (see T.time_cuda_interleaved).
-            timings = T.time_cuda_interleaved(torch, list(runners.values()), sets, args.warmup,
-                                              args.reps, max_seconds=2.0 * len(runners)) \
-                if runners else []
-            for g, timing in zip(runners, timings):
-                rows[g].update(ms=timing["median_ms"], p10_ms=timing["p10_ms"],
-                               p90_ms=timing["p90_ms"])
+            T.time_rows_interleaved(torch, [(rows[g], runner) for g, runner in runners.items()],
+                                    sets, args.warmup, args.reps,
+                                    max_seconds=2.0 * len(runners))
             for row in rows.values():
                 writer.writerow({k: T.csv_value(row.get(k)) for k in RAW_FIELDS})
             line = [f"{g}:{rows[g]['ms']:.3g}" for g in runners]

@@ -98,3 +98,19 @@ def test_time_cuda_is_the_single_function_case():
     assert timing["median_ms"] == pytest.approx(0.5)
     assert timing["p10_ms"] == pytest.approx(0.5) and timing["p90_ms"] == pytest.approx(0.5)
     assert timing["reps"] == 4
+
+
+def test_time_rows_interleaved_fills_each_rows_columns():
+    gpu = FakeGpu()
+    rows = [{"name": "a"}, {"name": "b"}]
+    timed = [(rows[0], gpu.fn("a", 1.0)), (rows[1], gpu.fn("b", 2.0))]
+    timings = T.time_rows_interleaved(gpu.torch(), timed, [()], warmup=0, reps=3,
+                                      max_seconds=10.0, flops=2e9)
+    assert [t["median_ms"] for t in timings] == pytest.approx([1.0, 2.0])
+    assert rows[0]["ms"] == pytest.approx(1.0) and rows[1]["p90_ms"] == pytest.approx(2.0)
+    assert rows[0]["tflops"] == pytest.approx(2e9 / 1e-3 / 1e12)  # 2 GFLOP in 1 ms
+    untimed = {"name": "c"}
+    T.time_rows_interleaved(gpu.torch(), [(untimed, gpu.fn("c", 1.0))], [()], warmup=0, reps=3,
+                            max_seconds=10.0)
+    assert "tflops" not in untimed and untimed["ms"] == pytest.approx(1.0)
+    assert T.time_rows_interleaved(gpu.torch(), [], [()], 0, 3, 10.0) == []
