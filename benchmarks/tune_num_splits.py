@@ -26,9 +26,11 @@ flashsplit.explain when it reports them (older builds: from the model below). Th
 on the family (forward_blocks in csrc/core/tile_config.h): the portable kernel packs the h / hk
 query heads of a k/v group into the rows of one tile, so its grid is
 b * hk * ceil(sq * (h / hk) / block_m); the Hopper kernel's tiles hold one head's rows, so its
-grid is b * h * ceil(sq / block_m), with block_m = hopper_block_m(d, sq, causal) (128; at
-d = 64 and sq >= 1536, 192 when ceil(sq / 192) * 192 * w < ceil(sq / 128) * 128 * 100, w = 87
-without the causal mask and 97 with it), 128-key blocks and one block per SM. The model
+grid is b * h * ceil(sq / block_m), with block_m = hopper_block_m(d, sq, causal, b * h, SMs)
+(128; at d = 64 and sq >= 1536, 192 when ceil(sq / 192) * 192 * w < ceil(sq / 128) * 128 * 100,
+w = 87 without the causal mask and 97 with it; below 1536 rows without the mask, 192 when the
+grid holds >= 4 full waves of 128-row tiles and 192-row waves * 192 * 87 < 128-row waves * 128
+* 100), 128-key blocks and one block per SM. The model
 (model_family picks the family as the gate does; --evaluate uses the family recorded in each
 row) scores a CSV against the tiles that actually ran.
 
@@ -123,14 +125,21 @@ NARROW_MAX_ROWS = 16
 # kCombineSplitsPerChunk (core/combine_math.h): the combine reads a row's splits 8 at a time.
 COMBINE_SPLITS_PER_CHUNK = 8
 # HOPPER_TILES mirrors hopper_block_m + hopper_tile_config (tile_config.h): head dims with a
-# Hopper kernel; tall_d, the one head dim that may take tall tiles, from tall_min_sq query rows
-# on; base_m / tall_m, its rows
-# per block; tall_pct (tall_pct_causal with the causal mask) / base_pct, the cost weights of
-# hopper_block_m's padding test
-# (ceil(sq / tall_m) * tall_m * tall_pct < ceil(sq / base_m) * base_m * base_pct -> tall_m);
-# block_n and blocks_per_sm. Its tiles hold one query head's rows (packs_heads = false).
+# Hopper kernel; tall_d, the one head dim that may take tall tiles; base_m / tall_m, its rows per
+# block; tall_pct (tall_pct_causal with the causal mask), the cost of a tall row in % of a base
+# row; from tall_min_sq query rows on, tall tiles unless their padding costs more
+# (ceil(sq / tall_m) * tall_m * tall_pct < ceil(sq / base_m) * base_m * 100 -> tall_m); below it
+# (no mask), tall tiles where the grid holds >= tall_min_waves full waves of base tiles and
+# tall waves * tall_m * tall_pct < base waves * base_m * 100; block_n and blocks_per_sm. Its
+# tiles hold one query head's rows (packs_heads = false).
 HOPPER_TILES = dict(head_dims=(64, 128), tall_d=64, tall_min_sq=1536, base_m=128, tall_m=192,
-                    tall_pct=87, tall_pct_causal=97, base_pct=100, block_n=128, blocks_per_sm=1)
+                    tall_pct=87, tall_pct_causal=97, tall_min_waves=4, block_n=128,
+                    blocks_per_sm=1)
+# tile_config.h's constants behind HOPPER_TILES' keys.
+HOPPER_CONSTANTS = dict(base_m="kHopperBaseRows", tall_m="kHopperTallRows",
+                        tall_d="kHopperTallHeadDim", tall_pct="kHopperTallPct",
+                        tall_pct_causal="kHopperTallPctCausal", tall_min_sq="kHopperTallMinSq",
+                        tall_min_waves="kHopperTallMinWaves")
 TABLE_SOURCE = "built-in copy"
 DEFAULT_CONSTANTS = ModelConstants()
 
@@ -150,35 +159,29 @@ def _groups(pattern, text, where, flags=0):
 
 
 def _parse_hopper_tiles(text):
-    """HOPPER_TILES' values from hopper_block_m and hopper_tile_config; ValueError (or
-    IndexError) when their shape is no longer the one mirrored here."""
+    """HOPPER_TILES' values from tile_config.h's kHopper* constants and hopper_tile_config;
+    ValueError (or IndexError) when their shape is no longer the one mirrored here."""
+    values = {}
+    for key, name in HOPPER_CONSTANTS.items():
+        (value,) = _groups(rf"^constexpr int {name} = (\d+);", text, name, re.MULTILINE)
+        values[key] = int(value)
     block_m_body = _cpp_function(text, "constexpr int hopper_block_m(int head_dim")
-    tall_d, tall_min_sq, base_default = map(int, _groups(
-        r"if \(head_dim != (\d+) \|\| sq < (\d+)\) return (\d+);", block_m_body,
-        "hopper_block_m"))
-    padded = {int(name): (int(add), int(div), int(mul)) for name, add, div, mul in re.findall(
-        r"padded_(\d+) = \(sq \+ (\d+)\) / (\d+) \* (\d+)", block_m_body)}
-    if any(add != n - 1 or div != n or mul != n for n, (add, div, mul) in padded.items()):
-        raise ValueError(f"hopper_block_m pads unexpectedly: {padded}")
-    tall_pct_causal, tall_pct = map(int, _groups(
-        r"tall_pct = causal \? (\d+) : (\d+);", block_m_body, "hopper_block_m"))
-    tall_m, base_m, base_pct, yes, no = map(int, _groups(
-        r"return padded_(\d+) \* tall_pct < padded_(\d+) \* (\d+) \? (\d+) : (\d+);",
-        block_m_body, "hopper_block_m"))
-    if set(padded) != {tall_m, base_m} or (yes, no) != (tall_m, base_m) or \
-            base_default != base_m:
-        raise ValueError("hopper_block_m no longer picks between two padded tile heights")
+    # The rule's form: the padding test from tall_min_sq rows, the wave test below it.
+    for needle in ("padded_tall * tall_pct < padded_base * 100",
+                   "base_tiles >= kHopperTallMinWaves * static_cast<long long>(sm_count)",
+                   "tall_waves * kHopperTallRows * tall_pct < base_waves * kHopperBaseRows * 100",
+                   "if (causal || heads <= 0 || sm_count <= 0) return kHopperBaseRows;"):
+        if needle not in block_m_body:
+            raise ValueError(f"hopper_block_m no longer has the mirrored form ({needle})")
     config_body = _cpp_function(text, "constexpr TileConfig hopper_tile_config(int head_dim")
     head_dims = tuple(int(x) for x in re.findall(
         r"head_dim == (\d+)", config_body.split("?", 1)[0]))
     block_n, blocks_per_sm, _m_tiles, packs = _groups(
-        r"TileConfig\{hopper_block_m\(head_dim, sq, causal\),\s*(\d+),.*?,\s*(\d+),\s*(\d+),\s*"
-        r"(true|false)\}", config_body, "hopper_tile_config", re.DOTALL)
+        r"TileConfig\{hopper_block_m\(head_dim, sq, causal, heads, sm_count\),\s*(\d+),.*?,"
+        r"\s*(\d+),\s*(\d+),\s*(true|false)\}", config_body, "hopper_tile_config", re.DOTALL)
     if not head_dims or packs != "false":
         raise ValueError(f"hopper_tile_config: head dims {head_dims}, packs_heads {packs}")
-    return dict(head_dims=head_dims, tall_d=tall_d, tall_min_sq=tall_min_sq, base_m=base_m,
-                tall_m=tall_m, tall_pct=tall_pct, tall_pct_causal=tall_pct_causal,
-                base_pct=base_pct, block_n=int(block_n),
+    return dict(values, head_dims=head_dims, block_n=int(block_n),
                 blocks_per_sm=int(blocks_per_sm))
 
 
@@ -259,31 +262,41 @@ def model_tiles(d, narrow=False):
     return TILES.get((d, narrow), (0, 0, 0))
 
 
-def hopper_block_m(d, sq, causal=False):
-    """Mirror of hopper_block_m: tall tiles at tall_d unless their last-tile padding costs more
-    than their faster rows save."""
+def hopper_block_m(d, sq, causal=False, heads=0, sms=0):
+    """Mirror of hopper_block_m: tall tiles at tall_d from tall_min_sq rows unless their
+    last-tile padding costs more than their faster rows save; below it (no mask) where the
+    grid of heads = b * h holds enough waves and tall tiles need fewer weighted waves."""
     t = HOPPER_TILES
-    if d != t["tall_d"] or sq < t["tall_min_sq"]:
+    if d != t["tall_d"]:
         return t["base_m"]
-    padded_tall = -(-sq // t["tall_m"]) * t["tall_m"]
-    padded_base = -(-sq // t["base_m"]) * t["base_m"]
     tall_pct = t["tall_pct_causal"] if causal else t["tall_pct"]
-    return t["tall_m"] if padded_tall * tall_pct < padded_base * t["base_pct"] else t["base_m"]
+    if sq >= t["tall_min_sq"]:
+        padded_tall = -(-sq // t["tall_m"]) * t["tall_m"]
+        padded_base = -(-sq // t["base_m"]) * t["base_m"]
+        return t["tall_m"] if padded_tall * tall_pct < padded_base * 100 else t["base_m"]
+    if causal or heads <= 0 or sms <= 0:
+        return t["base_m"]
+    base_tiles = heads * -(-sq // t["base_m"])
+    tall_tiles = heads * -(-sq // t["tall_m"])
+    base_waves, tall_waves = -(-base_tiles // sms), -(-tall_tiles // sms)
+    wins = tall_waves * t["tall_m"] * tall_pct < base_waves * t["base_m"] * 100
+    return t["tall_m"] if base_tiles >= t["tall_min_waves"] * sms and wins else t["base_m"]
 
 
-def hopper_tiles(d, sq, causal=False):
+def hopper_tiles(d, sq, causal=False, heads=0, sms=0):
     """Mirror of hopper_tile_config: (block_m, block_n, blocks_per_sm)."""
     t = HOPPER_TILES
     if d not in t["head_dims"]:
         return (0, 0, 0)
-    return (hopper_block_m(d, sq, causal), t["block_n"], t["blocks_per_sm"])
+    return (hopper_block_m(d, sq, causal, heads, sms), t["block_n"], t["blocks_per_sm"])
 
 
-def model_tiles_for(sq, h, hk, d, kernel=PORTABLE, causal=False):
-    """Mirror of tiles_for(family, problem): (block_m, block_n, blocks_per_sm) of the kernel
-    family that runs (default the portable kernel, as before the Hopper family existed)."""
+def model_tiles_for(sq, h, hk, d, kernel=PORTABLE, causal=False, b=0, sms=0):
+    """Mirror of tiles_for(family, problem, sm_count): (block_m, block_n, blocks_per_sm) of the
+    kernel family that runs (default the portable kernel, as before the Hopper family
+    existed); b and sms (0: unknown) let the Hopper tile height weigh the grid."""
     if kernel == HOPPER:
-        return hopper_tiles(d, sq, causal)
+        return hopper_tiles(d, sq, causal, b * h, sms)
     return model_tiles(d, narrow=use_narrow_tiles(sq, h, hk))
 
 
@@ -305,7 +318,7 @@ def model_num_splits(b, h, hk, sq, sk, d, sms, constants=None, tiles=None, kerne
     """Mirror of choose_num_splits for the given kernel family. tiles = (block_m, block_n,
     blocks_per_sm), default the family's (model_tiles_for)."""
     constants = constants or DEFAULT_CONSTANTS
-    block_m, block_n, per_sm = tiles or model_tiles_for(sq, h, hk, d, kernel)
+    block_m, block_n, per_sm = tiles or model_tiles_for(sq, h, hk, d, kernel, b=b, sms=sms)
     if block_m <= 0 or block_n <= 0 or sms <= 0:
         return 1
     grid = grid_blocks(b, h, hk, sq, block_m, kernel)
@@ -637,7 +650,8 @@ def model_chooser(constants):
         # The family that ran (recorded per row; portable for CSVs older than the column).
         kernel = info["kernel"]
         block_m, block_n, per_sm = model_tiles_for(sq, h, hk, d, kernel,
-                                                   str(info["causal"]) == "True")
+                                                   str(info["causal"]) == "True", b,
+                                                   int(info["sms"]))
         # The measured tiles (explain's block_m / block_n) win over the model's table.
         tiles = (int(info["block_m"]) or block_m, int(info["block_n"]) or block_n, per_sm)
         return model_num_splits(b, h, hk, sq, sk, d, int(info["sms"]), constants, tiles, kernel)

@@ -168,10 +168,10 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
   return decision;
 }
 
-TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
+TileConfig tiles_for(KernelFamily family, const AttnProblem& p, int sm_count) {
   const int d = static_cast<int>(p.d);
   switch (family) {
-    case KernelFamily::kHopperWgmma: return hopper_tile_config(d, p.sq, p.causal);
+    case KernelFamily::kHopperWgmma: return hopper_tile_config(d, p.sq, p.causal, p.b * p.h, sm_count);
     case KernelFamily::kPortableMma: return portable_tile_config(d, use_narrow_tiles(p.sq, p.h, p.hk));
     case KernelFamily::kNone: break;
   }

@@ -39,7 +39,8 @@ GateDecision check_native(const AttnProblem& problem, const DeviceInfo& device,
                           const BuildInfo& build, bool allow_untested_arch = false,
                           bool allow_hopper = true);
 
-// The tiles the chosen family runs for this problem (zeros for kNone).
-TileConfig tiles_for(KernelFamily family, const AttnProblem& problem);
+// The tiles the chosen family runs for this problem on a device of sm_count SMs (zeros for
+// kNone); the Hopper tile height weighs the grid against the SMs (hopper_block_m).
+TileConfig tiles_for(KernelFamily family, const AttnProblem& problem, int sm_count);
 
 }  // namespace flashsplit

@@ -47,25 +47,57 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
                                      : TileConfig{0, 0, 0, 0});
 }
 
-// Rows per block of the Hopper kernel at d=64: from 1536 query rows on, 192 (three consumer
-// warpgroups) runs 7-12% faster per row than 128 with ping-pong without a mask, and 2-5% with
-// the causal mask (H100, benchmarks/NOTES.md step 16), so it wins unless its padding of the
-// last tile costs more than that (weights 87 and 97 against 100). Below 1536 rows the 128-row
-// ping-pong tiles win (up to 24% on causal 1024).
-constexpr int hopper_block_m(int head_dim, long long sq, bool causal) {
-  if (head_dim != 64 || sq < 1536) return 128;
-  const long long padded_192 = (sq + 191) / 192 * 192, padded_128 = (sq + 127) / 128 * 128;
-  const long long tall_pct = causal ? 97 : 87;
-  return padded_192 * tall_pct < padded_128 * 100 ? 192 : 128;
+// Rows per block of the Hopper kernel: 128 (two consumer warpgroups, ping-pong), or at d=64
+// 192 (three consumer warpgroups), which runs faster per row: 7-15% without the causal mask and
+// 2-5% with it (H100, benchmarks/NOTES.md steps 16 and 20). The constants are on lines of their
+// own because benchmarks/tune_num_splits.py reads them.
+constexpr int kHopperBaseRows = 128;
+constexpr int kHopperTallRows = 192;
+constexpr int kHopperTallHeadDim = 64;
+// Cost of a tall-tile row in % of a base-tile row, without and with the causal mask.
+constexpr int kHopperTallPct = 87;
+constexpr int kHopperTallPctCausal = 97;
+// From this many query rows the tall tiles run unless their last tile's padding costs more
+// than their faster rows save. Below it, 128-row tiles win with the mask (up to 24% at 1024).
+constexpr int kHopperTallMinSq = 1536;
+// Below kHopperTallMinSq without the mask, tall tiles still win per row (+3-4% at 512 and
+// 1024 rows, +12-14% at 768 and 1280 on 16k-token grids) but fill the SMs in coarser steps:
+// on small grids they lose (up to 26% at the best G). So they run only where the call's grid
+// (heads = b * h, at G = 1) holds at least this many full waves of 128-row tiles (where
+// splitting seldom pays) and their own waves, weighted by kHopperTallPct, are fewer.
+// heads or sm_count 0 (grid unknown): 128.
+constexpr int kHopperTallMinWaves = 4;
+
+constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long heads = 0,
+                             int sm_count = 0) {
+  if (head_dim != kHopperTallHeadDim) return kHopperBaseRows;
+  const long long tall_pct = causal ? kHopperTallPctCausal : kHopperTallPct;
+  if (sq >= kHopperTallMinSq) {
+    const long long padded_tall = (sq + kHopperTallRows - 1) / kHopperTallRows * kHopperTallRows;
+    const long long padded_base = (sq + kHopperBaseRows - 1) / kHopperBaseRows * kHopperBaseRows;
+    return padded_tall * tall_pct < padded_base * 100 ? kHopperTallRows : kHopperBaseRows;
+  }
+  if (causal || heads <= 0 || sm_count <= 0) return kHopperBaseRows;
+  const long long base_tiles = heads * ((sq + kHopperBaseRows - 1) / kHopperBaseRows);
+  const long long tall_tiles = heads * ((sq + kHopperTallRows - 1) / kHopperTallRows);
+  const long long base_waves = (base_tiles + sm_count - 1) / sm_count;
+  const long long tall_waves = (tall_tiles + sm_count - 1) / sm_count;
+  return base_tiles >= kHopperTallMinWaves * static_cast<long long>(sm_count) &&
+                 tall_waves * kHopperTallRows * tall_pct < base_waves * kHopperBaseRows * 100
+             ? kHopperTallRows
+             : kHopperBaseRows;
 }
 
 // Tiles of the Hopper (wgmma) kernel: block_m query rows of one head in consumer warpgroups of
 // 64 rows plus a TMA producer warpgroup, 128-key blocks, one block per SM (shared memory:
 // 160 KB of Q and K/V stages at d=128; registers: 232 per consumer thread with two consumers).
-constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bool causal = false) {
+// heads (b * h) and sm_count let hopper_block_m weigh the grid; 0 where it is not known.
+constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bool causal = false,
+                                        long long heads = 0, int sm_count = 0) {
   return head_dim == 64 || head_dim == 128
-             ? TileConfig{hopper_block_m(head_dim, sq, causal), 128,
-                          4 + hopper_block_m(head_dim, sq, causal) / 16, 1, 1, false}
+             ? TileConfig{hopper_block_m(head_dim, sq, causal, heads, sm_count), 128,
+                          4 + hopper_block_m(head_dim, sq, causal, heads, sm_count) / 16, 1, 1,
+                          false}
              : TileConfig{0, 0, 0, 0};
 }
 

@@ -130,7 +130,7 @@ Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            allow_untested_arch || untested_arch_allowed_by_env(),
                            /*allow_hopper=*/!hopper_disabled_by_env());
   if (!plan.gate.ok) return plan;
-  plan.tiles = tiles_for(plan.gate.family, problem);
+  plan.tiles = tiles_for(plan.gate.family, problem, device.sm_count);
   // Any request beyond the key-block count is clamped anyway; cap before narrowing to int.
   int requested = static_cast<int>(std::min<int64_t>(num_splits, 1 << 20));
   plan.num_splits = resolve_num_splits(requested, problem, device, plan.tiles);

@@ -327,33 +327,62 @@ TEST(GateFamily, DecodeAndShortGqaQueriesStayPortable) {
 
 TEST(GateFamily, TilesFollowTheFamily) {
   AttnProblem p = long_sequence_problem();
-  TileConfig hopper = tiles_for(KernelFamily::kHopperWgmma, p);
+  TileConfig hopper = tiles_for(KernelFamily::kHopperWgmma, p, 132);
   EXPECT_EQ(hopper.block_m, 128);
   EXPECT_EQ(hopper.block_n, 128);
   EXPECT_FALSE(hopper.packs_heads);
   p.d = 64;
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 192);
   p.sq = 4100;  // 22 tiles of 192 rows pad 124 rows: still cheaper than 33 tiles of 128
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 192);
   p.sq = 2048;  // 11 tiles of 192 rows pad 64 rows: cheaper than 16 tiles of 128
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
-  p.sq = 1024;  // short sequences: 128-row ping-pong tiles
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 192);
+  p.sq = 1024;  // short sequences on a small grid (b * h = 16): 128-row ping-pong tiles
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 128);
   // With the causal mask 192 rows gain less per row, so padding decides sooner.
   p.causal = true;
   p.sq = 1536;  // no padding either way
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 192);
   p.sq = 2048;
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 128);
   p.sq = 4096;
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 128);
   p.sq = 6144;
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 192);
   p.causal = false;
-  TileConfig portable = tiles_for(KernelFamily::kPortableMma, p);
+  TileConfig portable = tiles_for(KernelFamily::kPortableMma, p, 132);
   EXPECT_EQ(portable.block_m, portable_tile_config(64).block_m);
   EXPECT_TRUE(portable.packs_heads);
-  EXPECT_EQ(tiles_for(KernelFamily::kNone, p).block_m, 0);
+  EXPECT_EQ(tiles_for(KernelFamily::kNone, p, 132).block_m, 0);
+}
+
+TEST(GateFamily, ShortSequencesTakeTallTilesOnlyOnGridsOfSeveralWaves) {
+  // Below kHopperTallMinSq rows, without the mask, 192-row tiles run where the grid at G = 1
+  // needs >= kHopperTallMinWaves waves of 128-row tiles and fewer weighted 192-row waves.
+  AttnProblem p = long_sequence_problem();
+  p.d = 64; p.h = 32; p.hk = 32;
+  const auto block_m = [&](int sms) { return tiles_for(KernelFamily::kHopperWgmma, p, sms).block_m; };
+  p.sq = 512; p.sk = 512; p.b = 32;  // 4096 tiles of 128 (32 waves) vs 3072 of 192 (24 waves)
+  EXPECT_EQ(block_m(132), 192);
+  EXPECT_EQ(block_m(0), 128) << "no SM count: the grid is unknown";
+  p.sq = 768; p.sk = 768; p.b = 21;  // 31 waves vs 21: 21 * 1.5 * 0.87 = 27.4
+  EXPECT_EQ(block_m(132), 192);
+  p.sq = 1024; p.sk = 1024; p.b = 2;  // 512 tiles of 128: 3.9 waves, a small grid
+  EXPECT_EQ(block_m(132), 128);
+  p.b = 3;  // 768 tiles of 128 (6 waves) vs 576 of 192 (5 waves): 5 * 1.305 = 6.5 > 6
+  EXPECT_EQ(block_m(132), 128);
+  p.b = 16;  // 32 waves vs 24
+  EXPECT_EQ(block_m(132), 192);
+  EXPECT_EQ(block_m(1024), 192) << "4096 tiles are 4 waves on 1024 SMs";
+  EXPECT_EQ(block_m(1025), 128) << "and fewer than 4 on 1025";
+  p.causal = true;  // with the mask 128-row tiles win below 1536 rows on any grid
+  EXPECT_EQ(block_m(132), 128);
+  p.causal = false;
+  p.d = 128;  // tall tiles exist only at d=64
+  EXPECT_EQ(block_m(132), 128);
+  // The rule is the launcher's too: hopper_block_m with b * h and the SM count.
+  p.d = 64;
+  EXPECT_EQ(hopper_block_m(64, p.sq, false, p.b * p.h, 132), 192);
 }
 
 TEST(GateFamily, ForwardBlocksCountHeadsOrGroups) {

@@ -71,8 +71,8 @@ void launch_with_tiles(const AttnFwdParams& params, gpuStream_t stream, bool per
   }
 }
 
-// d=64 from 1536 query rows (hopper_block_m): 192-row tiles, three consumers issuing in turn
-// on their own (ping-pong is written for two), two Q buffers.
+// d=64 where hopper_block_m picks 192 rows: three consumers issuing in turn on their own
+// (ping-pong is written for two), two Q buffers.
 template <int D>
 struct WideTiles {
   template <bool Causal>
@@ -88,12 +88,14 @@ struct PingPongTiles {
   using For = HopperTiles<D, 128, true, true, 2, Causal || D == 64>;
 };
 
-// Rows per block follow hopper_tile_config, which the heuristic modelled too.
+// Rows per block follow hopper_block_m with the plan's inputs (the grid's b * h and the
+// device's SMs), as the planner's tiles_for and so the split heuristic did.
 template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
   const bool persistent = hopper_persistent(params.sk);
   if constexpr (D == 64) {
-    if (hopper_block_m(D, params.sq, params.causal) == 192) {
+    const long long heads = static_cast<long long>(params.b) * params.h;
+    if (hopper_block_m(D, params.sq, params.causal, heads, params.sm_count) == 192) {
       return launch_with_tiles<Elem, D, WideTiles<D>>(params, stream, persistent);
     }
   }
