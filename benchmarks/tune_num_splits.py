@@ -28,9 +28,10 @@ query heads of a k/v group into the rows of one tile, so its grid is
 b * hk * ceil(sq * (h / hk) / block_m); the Hopper kernel's tiles hold one head's rows, so its
 grid is b * h * ceil(sq / block_m), with block_m = hopper_block_m(d, sq, causal, b * h, SMs)
 (128; at d = 64 and sq >= 1536, 192 when ceil(sq / 192) * 192 * w < ceil(sq / 128) * 128 * 100,
-w = 87 without the causal mask and 97 with it; below 1536 rows without the mask, 192 when the
-grid holds >= 4 full waves of 128-row tiles and 192-row waves * 192 * 87 < 128-row waves * 128
-* 100), 128-key blocks and one block per SM. The model
+w = 87 without the causal mask and 97 with it; otherwise without the mask at d = 64 and 128,
+192 when the grid holds >= 4 full waves of 128-row tiles and 192-row waves * 192 * w < 128-row
+waves * 128 * 100, w = 87 at d = 64 and 93 at d = 128), 128-key blocks and one block per SM.
+The model
 (model_family picks the family as the gate does; --evaluate uses the family recorded in each
 row) scores a CSV against the tiles that actually ran.
 
@@ -125,20 +126,21 @@ NARROW_MAX_ROWS = 16
 # kCombineSplitsPerChunk (core/combine_math.h): the combine reads a row's splits 8 at a time.
 COMBINE_SPLITS_PER_CHUNK = 8
 # HOPPER_TILES mirrors hopper_block_m + hopper_tile_config (tile_config.h): head dims with a
-# Hopper kernel; tall_d, the one head dim that may take tall tiles; base_m / tall_m, its rows per
-# block; tall_pct (tall_pct_causal with the causal mask), the cost of a tall row in % of a base
-# row; from tall_min_sq query rows on, tall tiles unless their padding costs more
-# (ceil(sq / tall_m) * tall_m * tall_pct < ceil(sq / base_m) * base_m * 100 -> tall_m); below it
-# (no mask), tall tiles where the grid holds >= tall_min_waves full waves of base tiles and
-# tall waves * tall_m * tall_pct < base waves * base_m * 100; block_n and blocks_per_sm. Its
-# tiles hold one query head's rows (packs_heads = false).
-HOPPER_TILES = dict(head_dims=(64, 128), tall_d=64, tall_min_sq=1536, base_m=128, tall_m=192,
-                    tall_pct=87, tall_pct_causal=97, tall_min_waves=4, block_n=128,
+# Hopper kernel; base_m / tall_m, the rows per block; tall_pct (tall_pct_causal with the causal
+# mask, tall_pct_d128 at d=128 without it), the cost of a tall row in % of a base row. At d=64
+# from tall_min_sq query rows on: tall tiles unless their padding costs more
+# (ceil(sq / tall_m) * tall_m * tall_pct < ceil(sq / base_m) * base_m * 100 -> tall_m).
+# Otherwise, without the mask at d=64 and d=128: tall tiles where the grid holds >=
+# tall_min_waves full waves of base tiles and tall waves * tall_m * pct < base waves * base_m *
+# 100. Then block_n and blocks_per_sm. Its tiles hold one query head's rows (packs_heads =
+# false).
+HOPPER_TILES = dict(head_dims=(64, 128), tall_min_sq=1536, base_m=128, tall_m=192, tall_pct=87,
+                    tall_pct_causal=97, tall_pct_d128=93, tall_min_waves=4, block_n=128,
                     blocks_per_sm=1)
 # tile_config.h's constants behind HOPPER_TILES' keys.
 HOPPER_CONSTANTS = dict(base_m="kHopperBaseRows", tall_m="kHopperTallRows",
-                        tall_d="kHopperTallHeadDim", tall_pct="kHopperTallPct",
-                        tall_pct_causal="kHopperTallPctCausal", tall_min_sq="kHopperTallMinSq",
+                        tall_pct="kHopperTallPct", tall_pct_causal="kHopperTallPctCausal",
+                        tall_pct_d128="kHopperTallPctD128", tall_min_sq="kHopperTallMinSq",
                         tall_min_waves="kHopperTallMinWaves")
 TABLE_SOURCE = "built-in copy"
 DEFAULT_CONSTANTS = ModelConstants()
@@ -167,10 +169,13 @@ def _parse_hopper_tiles(text):
         values[key] = int(value)
     block_m_body = _cpp_function(text, "constexpr int hopper_block_m(int head_dim")
     # The rule's form: the padding test from tall_min_sq rows, the wave test below it.
-    for needle in ("padded_tall * tall_pct < padded_base * 100",
+    for needle in ("if (head_dim == 64 && sq >= kHopperTallMinSq) {",
+                   "padded_tall * pct < padded_base * 100",
+                   "if ((head_dim != 64 && head_dim != 128) || causal || heads <= 0 || "
+                   "sm_count <= 0)",
+                   "pct = head_dim == 64 ? kHopperTallPct : kHopperTallPctD128;",
                    "base_tiles >= kHopperTallMinWaves * static_cast<long long>(sm_count)",
-                   "tall_waves * kHopperTallRows * tall_pct < base_waves * kHopperBaseRows * 100",
-                   "if (causal || heads <= 0 || sm_count <= 0) return kHopperBaseRows;"):
+                   "tall_waves * kHopperTallRows * pct < base_waves * kHopperBaseRows * 100"):
         if needle not in block_m_body:
             raise ValueError(f"hopper_block_m no longer has the mirrored form ({needle})")
     config_body = _cpp_function(text, "constexpr TileConfig hopper_tile_config(int head_dim")
@@ -263,23 +268,23 @@ def model_tiles(d, narrow=False):
 
 
 def hopper_block_m(d, sq, causal=False, heads=0, sms=0):
-    """Mirror of hopper_block_m: tall tiles at tall_d from tall_min_sq rows unless their
-    last-tile padding costs more than their faster rows save; below it (no mask) where the
-    grid of heads = b * h holds enough waves and tall tiles need fewer weighted waves."""
+    """Mirror of hopper_block_m: at d=64 from tall_min_sq rows, tall tiles unless their
+    last-tile padding costs more than their faster rows save; otherwise (no mask, d=64 or 128)
+    where the grid of heads = b * h holds enough waves and tall tiles need fewer weighted
+    waves."""
     t = HOPPER_TILES
-    if d != t["tall_d"]:
-        return t["base_m"]
-    tall_pct = t["tall_pct_causal"] if causal else t["tall_pct"]
-    if sq >= t["tall_min_sq"]:
+    if d == 64 and sq >= t["tall_min_sq"]:
+        pct = t["tall_pct_causal"] if causal else t["tall_pct"]
         padded_tall = -(-sq // t["tall_m"]) * t["tall_m"]
         padded_base = -(-sq // t["base_m"]) * t["base_m"]
-        return t["tall_m"] if padded_tall * tall_pct < padded_base * 100 else t["base_m"]
-    if causal or heads <= 0 or sms <= 0:
+        return t["tall_m"] if padded_tall * pct < padded_base * 100 else t["base_m"]
+    if d not in (64, 128) or causal or heads <= 0 or sms <= 0:
         return t["base_m"]
+    pct = t["tall_pct"] if d == 64 else t["tall_pct_d128"]
     base_tiles = heads * -(-sq // t["base_m"])
     tall_tiles = heads * -(-sq // t["tall_m"])
     base_waves, tall_waves = -(-base_tiles // sms), -(-tall_tiles // sms)
-    wins = tall_waves * t["tall_m"] * tall_pct < base_waves * t["base_m"] * 100
+    wins = tall_waves * t["tall_m"] * pct < base_waves * t["base_m"] * 100
     return t["tall_m"] if base_tiles >= t["tall_min_waves"] * sms and wins else t["base_m"]
 
 

@@ -48,6 +48,9 @@ MEMCHECK_CASES = [
          192),
     Case("bf16-d64-full-G1-hopper192-padding", "bf16", 64, False, 1, 1600, 300, 2, 2, 1,
          "contiguous", 192),
+    # 192 rows at d=128 (one Q buffer) need a grid of several waves: 264 heads of 384 rows.
+    Case("bf16-d128-full-G1-hopper192-grid", "bf16", 128, False, 2, 384, 300, 132, 132, 1,
+         "contiguous", 192),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64), the portable
 # wide tile (a short GQA query block) and the narrow tile (decode).

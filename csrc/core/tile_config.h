@@ -47,43 +47,44 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
                                      : TileConfig{0, 0, 0, 0});
 }
 
-// Rows per block of the Hopper kernel: 128 (two consumer warpgroups, ping-pong), or at d=64
-// 192 (three consumer warpgroups), which runs faster per row: 7-15% without the causal mask and
-// 2-5% with it (H100, benchmarks/NOTES.md steps 16 and 20). The constants are on lines of their
-// own because benchmarks/tune_num_splits.py reads them.
+// Rows per block of the Hopper kernel: 128 (two consumer warpgroups, ping-pong) or 192 (three
+// consumer warpgroups side by side), which run faster per row (H100, benchmarks/NOTES.md steps
+// 16, 20 and 21) but fill the SMs in coarser steps. The constants are on lines of their own
+// because benchmarks/tune_num_splits.py reads them.
 constexpr int kHopperBaseRows = 128;
 constexpr int kHopperTallRows = 192;
-constexpr int kHopperTallHeadDim = 64;
-// Cost of a tall-tile row in % of a base-tile row, without and with the causal mask.
+// Cost of a tall-tile row in % of a base-tile row: d=64 without and with the causal mask, and
+// d=128 without it (with the mask d=128 measured 0-4% either way: base tiles only).
 constexpr int kHopperTallPct = 87;
 constexpr int kHopperTallPctCausal = 97;
-// From this many query rows the tall tiles run unless their last tile's padding costs more
-// than their faster rows save. Below it, 128-row tiles win with the mask (up to 24% at 1024).
+constexpr int kHopperTallPctD128 = 93;
+// d=64 from this many query rows: tall tiles unless their last tile's padding costs more than
+// their faster rows save, on any grid (split calls included, measured).
 constexpr int kHopperTallMinSq = 1536;
-// Below kHopperTallMinSq without the mask, tall tiles still win per row (+3-4% at 512 and
-// 1024 rows, +12-14% at 768 and 1280 on 16k-token grids) but fill the SMs in coarser steps:
-// on small grids they lose (up to 26% at the best G). So they run only where the call's grid
-// (heads = b * h, at G = 1) holds at least this many full waves of 128-row tiles (where
-// splitting seldom pays) and their own waves, weighted by kHopperTallPct, are fewer.
-// heads or sm_count 0 (grid unknown): 128.
+// Otherwise (d=64 below kHopperTallMinSq, d=128; no mask) tall tiles run only where the call's
+// grid (heads = b * h, at G = 1) holds at least this many full waves of base tiles (where
+// splitting seldom pays) and their own waves, weighted by the pct, are fewer: on small grids
+// their coarser tile count loses (up to 26% at d=64, 30% at d=128). heads or sm_count 0 (grid
+// unknown): base tiles.
 constexpr int kHopperTallMinWaves = 4;
 
 constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long heads = 0,
                              int sm_count = 0) {
-  if (head_dim != kHopperTallHeadDim) return kHopperBaseRows;
-  const long long tall_pct = causal ? kHopperTallPctCausal : kHopperTallPct;
-  if (sq >= kHopperTallMinSq) {
+  if (head_dim == 64 && sq >= kHopperTallMinSq) {
+    const long long pct = causal ? kHopperTallPctCausal : kHopperTallPct;
     const long long padded_tall = (sq + kHopperTallRows - 1) / kHopperTallRows * kHopperTallRows;
     const long long padded_base = (sq + kHopperBaseRows - 1) / kHopperBaseRows * kHopperBaseRows;
-    return padded_tall * tall_pct < padded_base * 100 ? kHopperTallRows : kHopperBaseRows;
+    return padded_tall * pct < padded_base * 100 ? kHopperTallRows : kHopperBaseRows;
   }
-  if (causal || heads <= 0 || sm_count <= 0) return kHopperBaseRows;
+  if ((head_dim != 64 && head_dim != 128) || causal || heads <= 0 || sm_count <= 0)
+    return kHopperBaseRows;
+  const long long pct = head_dim == 64 ? kHopperTallPct : kHopperTallPctD128;
   const long long base_tiles = heads * ((sq + kHopperBaseRows - 1) / kHopperBaseRows);
   const long long tall_tiles = heads * ((sq + kHopperTallRows - 1) / kHopperTallRows);
   const long long base_waves = (base_tiles + sm_count - 1) / sm_count;
   const long long tall_waves = (tall_tiles + sm_count - 1) / sm_count;
   return base_tiles >= kHopperTallMinWaves * static_cast<long long>(sm_count) &&
-                 tall_waves * kHopperTallRows * tall_pct < base_waves * kHopperBaseRows * 100
+                 tall_waves * kHopperTallRows * pct < base_waves * kHopperBaseRows * 100
              ? kHopperTallRows
              : kHopperBaseRows;
 }

@@ -378,11 +378,31 @@ TEST(GateFamily, ShortSequencesTakeTallTilesOnlyOnGridsOfSeveralWaves) {
   p.causal = true;  // with the mask 128-row tiles win below 1536 rows on any grid
   EXPECT_EQ(block_m(132), 128);
   p.causal = false;
-  p.d = 128;  // tall tiles exist only at d=64
-  EXPECT_EQ(block_m(132), 128);
   // The rule is the launcher's too: hopper_block_m with b * h and the SM count.
-  p.d = 64;
   EXPECT_EQ(hopper_block_m(64, p.sq, false, p.b * p.h, 132), 192);
+}
+
+TEST(GateFamily, HeadDim128TakesTallTilesOnlyWithoutTheMaskOnGridsOfSeveralWaves) {
+  // d=128 weighs 192-row waves at kHopperTallPctD128 (93%) against 128-row waves, at any sq.
+  AttnProblem p = long_sequence_problem();
+  p.d = 128; p.h = 16; p.hk = 16;
+  const auto block_m = [&](int sms) { return tiles_for(KernelFamily::kHopperWgmma, p, sms).block_m; };
+  p.b = 8; p.sq = p.sk = 2048;  // 2048 tiles of 128 (16 waves) vs 1408 of 192 (11): 15.3 < 16
+  EXPECT_EQ(block_m(132), 192);
+  EXPECT_EQ(block_m(0), 128) << "no SM count: the grid is unknown";
+  p.causal = true;  // with the mask: base tiles
+  EXPECT_EQ(block_m(132), 128);
+  p.causal = false;
+  p.b = 16; p.sq = p.sk = 1024;  // 16 waves vs 12 of 192: 12 * 1.5 * 0.93 = 16.7 > 16
+  EXPECT_EQ(block_m(132), 128);
+  p.b = 6; p.sq = p.sk = 2560;  // 15 waves vs 11: 15.3 > 15
+  EXPECT_EQ(block_m(132), 128);
+  p.b = 2; p.sq = p.sk = 4096;  // 1024 tiles (8 waves) vs 704 (6): 8.4 > 8
+  EXPECT_EQ(block_m(132), 128);
+  p.b = 1; p.sq = p.sk = 16384;  // 16 waves vs 1376 tiles (11)
+  EXPECT_EQ(block_m(132), 192);
+  p.b = 1; p.h = p.hk = 8; p.sq = p.sk = 4096;  // 256 tiles: fewer than 4 waves
+  EXPECT_EQ(block_m(132), 128);
 }
 
 TEST(GateFamily, ForwardBlocksCountHeadsOrGroups) {

@@ -71,12 +71,13 @@ void launch_with_tiles(const AttnFwdParams& params, gpuStream_t stream, bool per
   }
 }
 
-// d=64 where hopper_block_m picks 192 rows: three consumers issuing in turn on their own
-// (ping-pong is written for two), two Q buffers.
+// Where hopper_block_m picks 192 rows: three consumers issuing in turn on their own (ping-pong
+// is written for two); two Q buffers at d=64, one at d=128 (two do not fit beside the K/V
+// stages and the output staging).
 template <int D>
 struct WideTiles {
   template <bool Causal>
-  using For = HopperTiles<D, 192, false, false, 2, false>;
+  using For = HopperTiles<D, 192, false, false, D == 64 ? 2 : 1, false>;
 };
 // Otherwise 128-row ping-pong tiles with two Q buffers. A tile's last P V carries the next
 // tile's first S = Q K^T where that measured faster: causal (short tiles, many boundaries) and
@@ -93,11 +94,9 @@ struct PingPongTiles {
 template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
   const bool persistent = hopper_persistent(params.sk);
-  if constexpr (D == 64) {
-    const long long heads = static_cast<long long>(params.b) * params.h;
-    if (hopper_block_m(D, params.sq, params.causal, heads, params.sm_count) == 192) {
-      return launch_with_tiles<Elem, D, WideTiles<D>>(params, stream, persistent);
-    }
+  const long long heads = static_cast<long long>(params.b) * params.h;
+  if (hopper_block_m(D, params.sq, params.causal, heads, params.sm_count) == 192) {
+    return launch_with_tiles<Elem, D, WideTiles<D>>(params, stream, persistent);
   }
   launch_with_tiles<Elem, D, PingPongTiles<D>>(params, stream, persistent);
 }
