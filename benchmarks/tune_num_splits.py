@@ -26,12 +26,12 @@ flashsplit.explain when it reports them (older builds: from the model below). Th
 on the family (forward_blocks in csrc/core/tile_config.h): the portable kernel packs the h / hk
 query heads of a k/v group into the rows of one tile, so its grid is
 b * hk * ceil(sq * (h / hk) / block_m); the Hopper kernel's tiles hold one head's rows, so its
-grid is b * h * ceil(sq / block_m), with block_m = hopper_block_m(d, sq, causal, b * h, SMs)
-(128; at d = 64 and sq >= 1536, 192 when ceil(sq / 192) * 192 * w < ceil(sq / 128) * 128 * 100,
-w = 87 without the causal mask and 97 with it; otherwise without the mask at d = 64 and 128,
-192 when the grid holds >= 4 full waves of 128-row tiles and 192-row waves * 192 * w < 128-row
-waves * 128 * 100, w = 87 at d = 64 and 93 at d = 128), 128-key blocks and one block per SM.
-The model
+grid is b * h * ceil(sq / block_m), 128-key blocks and one block per SM. The split decision
+models the tiles of split calls, block_m = hopper_split_block_m(d, sq, causal) (128; at d = 64
+and sq >= 1536, 192 when ceil(sq / 192) * 192 * w < ceil(sq / 128) * 128 * 100, w = 87 without
+the causal mask and 97 with it); an unsplit call then runs the height whose waves weigh less
+(hopper_block_m: 192-row waves * 192 * w < 128-row waves * 128 * 100, w = 87 / 97 at d = 64,
+93 at d = 128 without the mask), and explain reports those tiles. The model
 (model_family picks the family as the gate does; --evaluate uses the family recorded in each
 row) scores a CSV against the tiles that actually ran.
 
@@ -125,23 +125,19 @@ TILES = {(64, True): (16, 64, 6), (128, True): (16, 32, 6),
 NARROW_MAX_ROWS = 16
 # kCombineSplitsPerChunk (core/combine_math.h): the combine reads a row's splits 8 at a time.
 COMBINE_SPLITS_PER_CHUNK = 8
-# HOPPER_TILES mirrors hopper_block_m + hopper_tile_config (tile_config.h): head dims with a
-# Hopper kernel; base_m / tall_m, the rows per block; tall_pct (tall_pct_causal with the causal
-# mask, tall_pct_d128 at d=128 without it), the cost of a tall row in % of a base row. At d=64
-# from tall_min_sq query rows on: tall tiles unless their padding costs more
-# (ceil(sq / tall_m) * tall_m * tall_pct < ceil(sq / base_m) * base_m * 100 -> tall_m).
-# Otherwise, without the mask at d=64 and d=128: tall tiles where the grid holds >=
-# tall_min_waves full waves of base tiles and tall waves * tall_m * pct < base waves * base_m *
-# 100. Then block_n and blocks_per_sm. Its tiles hold one query head's rows (packs_heads =
-# false).
+# HOPPER_TILES mirrors hopper_split_block_m, hopper_block_m and hopper_tile_config
+# (tile_config.h): head dims with a Hopper kernel; base_m / tall_m, the rows per block; tall_pct
+# (tall_pct_causal with the causal mask, tall_pct_d128 at d=128 without it), the cost of a tall
+# row in % of a base row; tall_min_sq, from where d=64 takes tall tiles with the mask and in
+# split calls (where unless padded: ceil(sq / tall_m) * tall_m * pct < ceil(sq / base_m) *
+# base_m * 100); block_n and blocks_per_sm. Its tiles hold one query head's rows
+# (packs_heads = false).
 HOPPER_TILES = dict(head_dims=(64, 128), tall_min_sq=1536, base_m=128, tall_m=192, tall_pct=87,
-                    tall_pct_causal=97, tall_pct_d128=93, tall_min_waves=4, block_n=128,
-                    blocks_per_sm=1)
+                    tall_pct_causal=97, tall_pct_d128=93, block_n=128, blocks_per_sm=1)
 # tile_config.h's constants behind HOPPER_TILES' keys.
 HOPPER_CONSTANTS = dict(base_m="kHopperBaseRows", tall_m="kHopperTallRows",
                         tall_pct="kHopperTallPct", tall_pct_causal="kHopperTallPctCausal",
-                        tall_pct_d128="kHopperTallPctD128", tall_min_sq="kHopperTallMinSq",
-                        tall_min_waves="kHopperTallMinWaves")
+                        tall_pct_d128="kHopperTallPctD128", tall_min_sq="kHopperTallMinSq")
 TABLE_SOURCE = "built-in copy"
 DEFAULT_CONSTANTS = ModelConstants()
 
@@ -167,23 +163,30 @@ def _parse_hopper_tiles(text):
     for key, name in HOPPER_CONSTANTS.items():
         (value,) = _groups(rf"^constexpr int {name} = (\d+);", text, name, re.MULTILINE)
         values[key] = int(value)
+    # The rules' form: the padding test of split calls, the wave test of unsplit ones.
+    split_body = _cpp_function(text, "constexpr int hopper_split_block_m(int head_dim")
     block_m_body = _cpp_function(text, "constexpr int hopper_block_m(int head_dim")
-    # The rule's form: the padding test from tall_min_sq rows, the wave test below it.
-    for needle in ("if (head_dim == 64 && sq >= kHopperTallMinSq) {",
-                   "padded_tall * pct < padded_base * 100",
-                   "if ((head_dim != 64 && head_dim != 128) || causal || heads <= 0 || "
-                   "sm_count <= 0)",
-                   "pct = head_dim == 64 ? kHopperTallPct : kHopperTallPctD128;",
-                   "base_tiles >= kHopperTallMinWaves * static_cast<long long>(sm_count)",
-                   "tall_waves * kHopperTallRows * pct < base_waves * kHopperBaseRows * 100"):
-        if needle not in block_m_body:
-            raise ValueError(f"hopper_block_m no longer has the mirrored form ({needle})")
+    for body, needle in (
+            (split_body, "if (head_dim != 64 || sq < kHopperTallMinSq) return kHopperBaseRows;"),
+            (split_body, "const long long pct = causal ? kHopperTallPctCausal : kHopperTallPct;"),
+            (split_body, "padded_tall * pct < padded_base * 100"),
+            (block_m_body, "head_dim == 64 ? !causal || sq >= kHopperTallMinSq"),
+            (block_m_body, ": head_dim == 128 && !causal;"),
+            (block_m_body, "if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !tall_exists)"),
+            (block_m_body, "head_dim == 64 ? (causal ? kHopperTallPctCausal : kHopperTallPct) : "
+                           "kHopperTallPctD128;"),
+            (block_m_body, "tall_waves * kHopperTallRows * pct < base_waves * kHopperBaseRows * "
+                           "100")):
+        if needle not in body:
+            raise ValueError(f"tile_config.h's Hopper tile rule no longer has the mirrored form "
+                             f"({needle})")
     config_body = _cpp_function(text, "constexpr TileConfig hopper_tile_config(int head_dim")
     head_dims = tuple(int(x) for x in re.findall(
         r"head_dim == (\d+)", config_body.split("?", 1)[0]))
     block_n, blocks_per_sm, _m_tiles, packs = _groups(
-        r"TileConfig\{hopper_block_m\(head_dim, sq, causal, heads, sm_count\),\s*(\d+),.*?,"
-        r"\s*(\d+),\s*(\d+),\s*(true|false)\}", config_body, "hopper_tile_config", re.DOTALL)
+        r"TileConfig\{hopper_block_m\(head_dim, sq, causal, heads, sm_count, num_splits\),"
+        r"\s*(\d+),.*?/ 16,\s*(\d+),\s*(\d+),\s*(true|false)\}", config_body,
+        "hopper_tile_config", re.DOTALL)
     if not head_dims or packs != "false":
         raise ValueError(f"hopper_tile_config: head dims {head_dims}, packs_heads {packs}")
     return dict(values, head_dims=head_dims, block_n=int(block_n),
@@ -267,41 +270,46 @@ def model_tiles(d, narrow=False):
     return TILES.get((d, narrow), (0, 0, 0))
 
 
-def hopper_block_m(d, sq, causal=False, heads=0, sms=0):
-    """Mirror of hopper_block_m: at d=64 from tall_min_sq rows, tall tiles unless their
-    last-tile padding costs more than their faster rows save; otherwise (no mask, d=64 or 128)
-    where the grid of heads = b * h holds enough waves and tall tiles need fewer weighted
-    waves."""
+def hopper_split_block_m(d, sq, causal=False):
+    """Mirror of hopper_split_block_m: the tiles of split calls, which the heuristic models."""
     t = HOPPER_TILES
-    if d == 64 and sq >= t["tall_min_sq"]:
-        pct = t["tall_pct_causal"] if causal else t["tall_pct"]
-        padded_tall = -(-sq // t["tall_m"]) * t["tall_m"]
-        padded_base = -(-sq // t["base_m"]) * t["base_m"]
-        return t["tall_m"] if padded_tall * pct < padded_base * 100 else t["base_m"]
-    if d not in (64, 128) or causal or heads <= 0 or sms <= 0:
+    if d != 64 or sq < t["tall_min_sq"]:
         return t["base_m"]
-    pct = t["tall_pct"] if d == 64 else t["tall_pct_d128"]
-    base_tiles = heads * -(-sq // t["base_m"])
-    tall_tiles = heads * -(-sq // t["tall_m"])
-    base_waves, tall_waves = -(-base_tiles // sms), -(-tall_tiles // sms)
+    pct = t["tall_pct_causal"] if causal else t["tall_pct"]
+    padded_tall = -(-sq // t["tall_m"]) * t["tall_m"]
+    padded_base = -(-sq // t["base_m"]) * t["base_m"]
+    return t["tall_m"] if padded_tall * pct < padded_base * 100 else t["base_m"]
+
+
+def hopper_block_m(d, sq, causal=False, heads=0, sms=0, num_splits=2):
+    """Mirror of hopper_block_m: the tiles a call of num_splits splits runs; an unsplit call on
+    a grid of heads = b * h takes the height whose weighted waves are fewer."""
+    t = HOPPER_TILES
+    tall_exists = (not causal or sq >= t["tall_min_sq"]) if d == 64 else (d == 128 and not causal)
+    if num_splits != 1 or heads <= 0 or sms <= 0 or not tall_exists:
+        return hopper_split_block_m(d, sq, causal)
+    pct = (t["tall_pct_causal"] if causal else t["tall_pct"]) if d == 64 else t["tall_pct_d128"]
+    base_waves = -(-heads * -(-sq // t["base_m"]) // sms)
+    tall_waves = -(-heads * -(-sq // t["tall_m"]) // sms)
     wins = tall_waves * t["tall_m"] * pct < base_waves * t["base_m"] * 100
-    return t["tall_m"] if base_tiles >= t["tall_min_waves"] * sms and wins else t["base_m"]
+    return t["tall_m"] if wins else t["base_m"]
 
 
-def hopper_tiles(d, sq, causal=False, heads=0, sms=0):
-    """Mirror of hopper_tile_config: (block_m, block_n, blocks_per_sm)."""
+def hopper_tiles(d, sq, causal=False):
+    """Mirror of hopper_tile_config without the grid: the tiles the heuristic models
+    (block_m, block_n, blocks_per_sm)."""
     t = HOPPER_TILES
     if d not in t["head_dims"]:
         return (0, 0, 0)
-    return (hopper_block_m(d, sq, causal, heads, sms), t["block_n"], t["blocks_per_sm"])
+    return (hopper_split_block_m(d, sq, causal), t["block_n"], t["blocks_per_sm"])
 
 
-def model_tiles_for(sq, h, hk, d, kernel=PORTABLE, causal=False, b=0, sms=0):
-    """Mirror of tiles_for(family, problem, sm_count): (block_m, block_n, blocks_per_sm) of the
-    kernel family that runs (default the portable kernel, as before the Hopper family
-    existed); b and sms (0: unknown) let the Hopper tile height weigh the grid."""
+def model_tiles_for(sq, h, hk, d, kernel=PORTABLE, causal=False):
+    """Mirror of tiles_for(family, problem): (block_m, block_n, blocks_per_sm) of the tiles the
+    heuristic models for the kernel family that runs (default the portable kernel, as before
+    the Hopper family existed)."""
     if kernel == HOPPER:
-        return hopper_tiles(d, sq, causal, b * h, sms)
+        return hopper_tiles(d, sq, causal)
     return model_tiles(d, narrow=use_narrow_tiles(sq, h, hk))
 
 
@@ -323,7 +331,7 @@ def model_num_splits(b, h, hk, sq, sk, d, sms, constants=None, tiles=None, kerne
     """Mirror of choose_num_splits for the given kernel family. tiles = (block_m, block_n,
     blocks_per_sm), default the family's (model_tiles_for)."""
     constants = constants or DEFAULT_CONSTANTS
-    block_m, block_n, per_sm = tiles or model_tiles_for(sq, h, hk, d, kernel, b=b, sms=sms)
+    block_m, block_n, per_sm = tiles or model_tiles_for(sq, h, hk, d, kernel)
     if block_m <= 0 or block_n <= 0 or sms <= 0:
         return 1
     grid = grid_blocks(b, h, hk, sq, block_m, kernel)
@@ -655,10 +663,12 @@ def model_chooser(constants):
         # The family that ran (recorded per row; portable for CSVs older than the column).
         kernel = info["kernel"]
         block_m, block_n, per_sm = model_tiles_for(sq, h, hk, d, kernel,
-                                                   str(info["causal"]) == "True", b,
-                                                   int(info["sms"]))
-        # The measured tiles (explain's block_m / block_n) win over the model's table.
-        tiles = (int(info["block_m"]) or block_m, int(info["block_n"]) or block_n, per_sm)
+                                                   str(info["causal"]) == "True")
+        # The measured tiles (explain's block_m / block_n) win over the model's table, except
+        # a Hopper row's block_m: explain reports the tiles that ran, and an unsplit call may
+        # run other tiles than the split calls' ones the heuristic models.
+        measured_m = int(info["block_m"]) if kernel != HOPPER else 0
+        tiles = (measured_m or block_m, int(info["block_n"]) or block_n, per_sm)
         return model_num_splits(b, h, hk, sq, sk, d, int(info["sms"]), constants, tiles, kernel)
     return choose
 

@@ -168,14 +168,21 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
   return decision;
 }
 
-TileConfig tiles_for(KernelFamily family, const AttnProblem& p, int sm_count) {
+TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
   const int d = static_cast<int>(p.d);
   switch (family) {
-    case KernelFamily::kHopperWgmma: return hopper_tile_config(d, p.sq, p.causal, p.b * p.h, sm_count);
+    case KernelFamily::kHopperWgmma: return hopper_tile_config(d, p.sq, p.causal);
     case KernelFamily::kPortableMma: return portable_tile_config(d, use_narrow_tiles(p.sq, p.h, p.hk));
     case KernelFamily::kNone: break;
   }
   return TileConfig{0, 0, 0, 0};
+}
+
+TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count,
+                         int num_splits) {
+  if (family != KernelFamily::kHopperWgmma) return tiles_for(family, p);
+  return hopper_tile_config(static_cast<int>(p.d), p.sq, p.causal, p.b * p.h, sm_count,
+                            num_splits);
 }
 
 }  // namespace flashsplit

@@ -39,8 +39,13 @@ GateDecision check_native(const AttnProblem& problem, const DeviceInfo& device,
                           const BuildInfo& build, bool allow_untested_arch = false,
                           bool allow_hopper = true);
 
-// The tiles the chosen family runs for this problem on a device of sm_count SMs (zeros for
-// kNone); the Hopper tile height weighs the grid against the SMs (hopper_block_m).
-TileConfig tiles_for(KernelFamily family, const AttnProblem& problem, int sm_count);
+// The tiles the split heuristic models for this problem (zeros for kNone): those of split
+// calls (hopper_split_block_m for the Hopper family).
+TileConfig tiles_for(KernelFamily family, const AttnProblem& problem);
+
+// The tiles a call of num_splits splits runs on a device of sm_count SMs: the same, except
+// that an unsplit Hopper call weighs its grid's waves for the tile height (hopper_block_m).
+TileConfig tiles_for_run(KernelFamily family, const AttnProblem& problem, int sm_count,
+                         int num_splits);
 
 }  // namespace flashsplit

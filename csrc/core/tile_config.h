@@ -58,33 +58,42 @@ constexpr int kHopperTallRows = 192;
 constexpr int kHopperTallPct = 87;
 constexpr int kHopperTallPctCausal = 97;
 constexpr int kHopperTallPctD128 = 93;
-// d=64 from this many query rows: tall tiles unless their last tile's padding costs more than
-// their faster rows save, on any grid (split calls included, measured).
+// d=64 from this many query rows may run tall tiles with the mask too (below it base tiles
+// win with the mask by up to 24%), and split calls run them there.
 constexpr int kHopperTallMinSq = 1536;
-// Otherwise (d=64 below kHopperTallMinSq, d=128; no mask) tall tiles run only where the call's
-// grid (heads = b * h, at G = 1) holds at least this many full waves of base tiles (where
-// splitting seldom pays) and their own waves, weighted by the pct, are fewer: on small grids
-// their coarser tile count loses (up to 26% at d=64, 30% at d=128). heads or sm_count 0 (grid
-// unknown): base tiles.
-constexpr int kHopperTallMinWaves = 4;
 
+// The tile height of split calls (G >= 2), which the split heuristic models to choose G: d=64
+// from kHopperTallMinSq rows, tall tiles unless their last tile's padding costs more than their
+// faster rows save (measured on split grids too: 10-17% faster at the best G); else base tiles.
+constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal) {
+  if (head_dim != 64 || sq < kHopperTallMinSq) return kHopperBaseRows;
+  const long long pct = causal ? kHopperTallPctCausal : kHopperTallPct;
+  const long long padded_tall = (sq + kHopperTallRows - 1) / kHopperTallRows * kHopperTallRows;
+  const long long padded_base = (sq + kHopperBaseRows - 1) / kHopperBaseRows * kHopperBaseRows;
+  return padded_tall * pct < padded_base * 100 ? kHopperTallRows : kHopperBaseRows;
+}
+
+// The tile height a call runs with num_splits = G. Split calls: hopper_split_block_m. Unsplit
+// calls (G = 1) on a grid of heads = b * h query heads: the height whose waves over sm_count
+// SMs, weighted by a row's cost, are fewer (tall waves * 192 * pct < base waves * 128 * 100),
+// where tall tiles exist (d=64, with the mask from kHopperTallMinSq rows; d=128 without the
+// mask). A row-count rule alone cannot do this: tall tiles win 7-15% per row on a full grid
+// and lose up to 30% on a grid of one or two waves (2048 rows of 16 heads at d=64: 176 tiles
+// of 192 take two rounds, as 256 of 128 do). heads or sm_count 0: the grid is unknown, so
+// hopper_split_block_m.
 constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long heads = 0,
-                             int sm_count = 0) {
-  if (head_dim == 64 && sq >= kHopperTallMinSq) {
-    const long long pct = causal ? kHopperTallPctCausal : kHopperTallPct;
-    const long long padded_tall = (sq + kHopperTallRows - 1) / kHopperTallRows * kHopperTallRows;
-    const long long padded_base = (sq + kHopperBaseRows - 1) / kHopperBaseRows * kHopperBaseRows;
-    return padded_tall * pct < padded_base * 100 ? kHopperTallRows : kHopperBaseRows;
-  }
-  if ((head_dim != 64 && head_dim != 128) || causal || heads <= 0 || sm_count <= 0)
-    return kHopperBaseRows;
-  const long long pct = head_dim == 64 ? kHopperTallPct : kHopperTallPctD128;
+                             int sm_count = 0, int num_splits = 2) {
+  const bool tall_exists = head_dim == 64 ? !causal || sq >= kHopperTallMinSq
+                                          : head_dim == 128 && !causal;
+  if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !tall_exists)
+    return hopper_split_block_m(head_dim, sq, causal);
+  const long long pct =
+      head_dim == 64 ? (causal ? kHopperTallPctCausal : kHopperTallPct) : kHopperTallPctD128;
   const long long base_tiles = heads * ((sq + kHopperBaseRows - 1) / kHopperBaseRows);
   const long long tall_tiles = heads * ((sq + kHopperTallRows - 1) / kHopperTallRows);
   const long long base_waves = (base_tiles + sm_count - 1) / sm_count;
   const long long tall_waves = (tall_tiles + sm_count - 1) / sm_count;
-  return base_tiles >= kHopperTallMinWaves * static_cast<long long>(sm_count) &&
-                 tall_waves * kHopperTallRows * pct < base_waves * kHopperBaseRows * 100
+  return tall_waves * kHopperTallRows * pct < base_waves * kHopperBaseRows * 100
              ? kHopperTallRows
              : kHopperBaseRows;
 }
@@ -92,13 +101,15 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
 // Tiles of the Hopper (wgmma) kernel: block_m query rows of one head in consumer warpgroups of
 // 64 rows plus a TMA producer warpgroup, 128-key blocks, one block per SM (shared memory:
 // 160 KB of Q and K/V stages at d=128; registers: 232 per consumer thread with two consumers).
-// heads (b * h) and sm_count let hopper_block_m weigh the grid; 0 where it is not known.
+// Without heads, sm_count and num_splits: the split calls' tiles, which the heuristic models.
 constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bool causal = false,
-                                        long long heads = 0, int sm_count = 0) {
+                                        long long heads = 0, int sm_count = 0,
+                                        int num_splits = 2) {
   return head_dim == 64 || head_dim == 128
-             ? TileConfig{hopper_block_m(head_dim, sq, causal, heads, sm_count), 128,
-                          4 + hopper_block_m(head_dim, sq, causal, heads, sm_count) / 16, 1, 1,
-                          false}
+             ? TileConfig{hopper_block_m(head_dim, sq, causal, heads, sm_count, num_splits), 128,
+                          4 + hopper_block_m(head_dim, sq, causal, heads, sm_count,
+                                             num_splits) / 16,
+                          1, 1, false}
              : TileConfig{0, 0, 0, 0};
 }
 

@@ -327,82 +327,93 @@ TEST(GateFamily, DecodeAndShortGqaQueriesStayPortable) {
 
 TEST(GateFamily, TilesFollowTheFamily) {
   AttnProblem p = long_sequence_problem();
-  TileConfig hopper = tiles_for(KernelFamily::kHopperWgmma, p, 132);
+  TileConfig hopper = tiles_for(KernelFamily::kHopperWgmma, p);
   EXPECT_EQ(hopper.block_m, 128);
   EXPECT_EQ(hopper.block_n, 128);
   EXPECT_FALSE(hopper.packs_heads);
   p.d = 64;
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 192);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
   p.sq = 4100;  // 22 tiles of 192 rows pad 124 rows: still cheaper than 33 tiles of 128
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 192);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
   p.sq = 2048;  // 11 tiles of 192 rows pad 64 rows: cheaper than 16 tiles of 128
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 192);
-  p.sq = 1024;  // short sequences on a small grid (b * h = 16): 128-row ping-pong tiles
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 128);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
+  p.sq = 1024;  // short sequences: 128-row ping-pong tiles
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
   // With the causal mask 192 rows gain less per row, so padding decides sooner.
   p.causal = true;
   p.sq = 1536;  // no padding either way
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 192);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
   p.sq = 2048;
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 128);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
   p.sq = 4096;
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 128);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
   p.sq = 6144;
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p, 132).block_m, 192);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
   p.causal = false;
-  TileConfig portable = tiles_for(KernelFamily::kPortableMma, p, 132);
+  TileConfig portable = tiles_for(KernelFamily::kPortableMma, p);
   EXPECT_EQ(portable.block_m, portable_tile_config(64).block_m);
   EXPECT_TRUE(portable.packs_heads);
-  EXPECT_EQ(tiles_for(KernelFamily::kNone, p, 132).block_m, 0);
+  EXPECT_EQ(tiles_for(KernelFamily::kNone, p).block_m, 0);
 }
 
-TEST(GateFamily, ShortSequencesTakeTallTilesOnlyOnGridsOfSeveralWaves) {
-  // Below kHopperTallMinSq rows, without the mask, 192-row tiles run where the grid at G = 1
-  // needs >= kHopperTallMinWaves waves of 128-row tiles and fewer weighted 192-row waves.
+TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
+  // G = 1: 192-row tiles where their waves, weighted by a row's cost (87% at d=64, 97% with the
+  // mask, 93% at d=128), are fewer than the 128-row tiles' waves; split calls keep the tiles
+  // the heuristic modelled (tiles_for).
   AttnProblem p = long_sequence_problem();
   p.d = 64; p.h = 32; p.hk = 32;
-  const auto block_m = [&](int sms) { return tiles_for(KernelFamily::kHopperWgmma, p, sms).block_m; };
-  p.sq = 512; p.sk = 512; p.b = 32;  // 4096 tiles of 128 (32 waves) vs 3072 of 192 (24 waves)
-  EXPECT_EQ(block_m(132), 192);
-  EXPECT_EQ(block_m(0), 128) << "no SM count: the grid is unknown";
-  p.sq = 768; p.sk = 768; p.b = 21;  // 31 waves vs 21: 21 * 1.5 * 0.87 = 27.4
-  EXPECT_EQ(block_m(132), 192);
-  p.sq = 1024; p.sk = 1024; p.b = 2;  // 512 tiles of 128: 3.9 waves, a small grid
-  EXPECT_EQ(block_m(132), 128);
-  p.b = 3;  // 768 tiles of 128 (6 waves) vs 576 of 192 (5 waves): 5 * 1.305 = 6.5 > 6
-  EXPECT_EQ(block_m(132), 128);
-  p.b = 16;  // 32 waves vs 24
-  EXPECT_EQ(block_m(132), 192);
-  EXPECT_EQ(block_m(1024), 192) << "4096 tiles are 4 waves on 1024 SMs";
-  EXPECT_EQ(block_m(1025), 128) << "and fewer than 4 on 1025";
-  p.causal = true;  // with the mask 128-row tiles win below 1536 rows on any grid
-  EXPECT_EQ(block_m(132), 128);
-  p.causal = false;
-  // The rule is the launcher's too: hopper_block_m with b * h and the SM count.
-  EXPECT_EQ(hopper_block_m(64, p.sq, false, p.b * p.h, 132), 192);
+  const auto run_m = [&](int sms, int g) {
+    return tiles_for_run(KernelFamily::kHopperWgmma, p, sms, g).block_m;
+  };
+  p.b = 32; p.sq = p.sk = 512;  // 4096 tiles of 128 (32 waves) vs 3072 of 192 (24 waves)
+  EXPECT_EQ(run_m(132, 1), 192);
+  EXPECT_EQ(run_m(132, 2), 128) << "split calls run the modelled tiles";
+  EXPECT_EQ(run_m(0, 1), 128) << "no SM count: the grid is unknown";
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
+  p.b = 21; p.sq = p.sk = 768;  // 31 waves vs 21: 21 * 1.5 * 0.87 = 27.4
+  EXPECT_EQ(run_m(132, 1), 192);
+  p.b = 4; p.h = p.hk = 16; p.sq = p.sk = 512;  // 256 tiles (2 waves) vs 192 (2): 2.6 > 2
+  EXPECT_EQ(run_m(132, 1), 128);
+  p.b = 1; p.sq = p.sk = 2048;  // 256 tiles vs 176: both 2 waves; the split tiles are 192
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
+  EXPECT_EQ(run_m(132, 1), 128);
+  EXPECT_EQ(run_m(132, 3), 192);
+  p.sq = p.sk = 1536;  // 192 tiles of 128 (2 waves) vs 128 of 192 (1 wave)
+  EXPECT_EQ(run_m(132, 1), 192);
+  // With the mask: tall tiles only from 1536 rows, weighted at 97%.
+  p.causal = true;
+  p.b = 16; p.h = p.hk = 32; p.sq = p.sk = 1024;
+  EXPECT_EQ(run_m(132, 1), 128);
+  p.b = 2; p.sq = p.sk = 8192;  // 4096 tiles (32 waves) vs 2752 (21): 30.6 < 32
+  EXPECT_EQ(run_m(132, 1), 192);
+  p.b = 4; p.sq = p.sk = 4096;  // 32 waves vs 22: 32.01 > 32
+  EXPECT_EQ(run_m(132, 1), 128);
+  // The launcher's rule is the same function with b * h, the SM count and G.
+  EXPECT_EQ(hopper_block_m(64, 4096, true, 4 * 32, 132, 1), 128);
+  EXPECT_EQ(hopper_block_m(64, 8192, true, 2 * 32, 132, 1), 192);
 }
 
-TEST(GateFamily, HeadDim128TakesTallTilesOnlyWithoutTheMaskOnGridsOfSeveralWaves) {
-  // d=128 weighs 192-row waves at kHopperTallPctD128 (93%) against 128-row waves, at any sq.
+TEST(GateFamily, HeadDim128TakesTallTilesOnlyUnsplitWithoutTheMask) {
   AttnProblem p = long_sequence_problem();
   p.d = 128; p.h = 16; p.hk = 16;
-  const auto block_m = [&](int sms) { return tiles_for(KernelFamily::kHopperWgmma, p, sms).block_m; };
+  const auto run_m = [&](int sms, int g) {
+    return tiles_for_run(KernelFamily::kHopperWgmma, p, sms, g).block_m;
+  };
   p.b = 8; p.sq = p.sk = 2048;  // 2048 tiles of 128 (16 waves) vs 1408 of 192 (11): 15.3 < 16
-  EXPECT_EQ(block_m(132), 192);
-  EXPECT_EQ(block_m(0), 128) << "no SM count: the grid is unknown";
-  p.causal = true;  // with the mask: base tiles
-  EXPECT_EQ(block_m(132), 128);
+  EXPECT_EQ(run_m(132, 1), 192);
+  EXPECT_EQ(run_m(132, 2), 128);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
+  p.causal = true;
+  EXPECT_EQ(run_m(132, 1), 128);
   p.causal = false;
-  p.b = 16; p.sq = p.sk = 1024;  // 16 waves vs 12 of 192: 12 * 1.5 * 0.93 = 16.7 > 16
-  EXPECT_EQ(block_m(132), 128);
+  p.b = 16; p.sq = p.sk = 1024;  // 16 waves vs 12: 12 * 1.5 * 0.93 = 16.7 > 16
+  EXPECT_EQ(run_m(132, 1), 128);
   p.b = 6; p.sq = p.sk = 2560;  // 15 waves vs 11: 15.3 > 15
-  EXPECT_EQ(block_m(132), 128);
-  p.b = 2; p.sq = p.sk = 4096;  // 1024 tiles (8 waves) vs 704 (6): 8.4 > 8
-  EXPECT_EQ(block_m(132), 128);
+  EXPECT_EQ(run_m(132, 1), 128);
   p.b = 1; p.sq = p.sk = 16384;  // 16 waves vs 1376 tiles (11)
-  EXPECT_EQ(block_m(132), 192);
-  p.b = 1; p.h = p.hk = 8; p.sq = p.sk = 4096;  // 256 tiles: fewer than 4 waves
-  EXPECT_EQ(block_m(132), 128);
+  EXPECT_EQ(run_m(132, 1), 192);
+  p.b = 2; p.h = p.hk = 8; p.sq = p.sk = 2048;  // 256 tiles vs 176: 2 waves each
+  EXPECT_EQ(run_m(132, 1), 128);
 }
 
 TEST(GateFamily, ForwardBlocksCountHeadsOrGroups) {

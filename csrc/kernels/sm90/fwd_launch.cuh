@@ -89,13 +89,14 @@ struct PingPongTiles {
   using For = HopperTiles<D, 128, true, true, 2, Causal || D == 64>;
 };
 
-// Rows per block follow hopper_block_m with the plan's inputs (the grid's b * h and the
-// device's SMs), as the planner's tiles_for and so the split heuristic did.
+// Rows per block follow hopper_block_m with the plan's inputs (the grid's b * h, the device's
+// SMs and G), as the planner's tiles_for_run did.
 template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
   const bool persistent = hopper_persistent(params.sk);
   const long long heads = static_cast<long long>(params.b) * params.h;
-  if (hopper_block_m(D, params.sq, params.causal, heads, params.sm_count) == 192) {
+  if (hopper_block_m(D, params.sq, params.causal, heads, params.sm_count, params.num_splits) ==
+      192) {
     return launch_with_tiles<Elem, D, WideTiles<D>>(params, stream, persistent);
   }
   launch_with_tiles<Elem, D, PingPongTiles<D>>(params, stream, persistent);
