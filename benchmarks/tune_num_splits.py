@@ -31,7 +31,7 @@ models the tiles of split calls, block_m = hopper_split_block_m(d, sq, causal) (
 and sq >= 1536, 192 when ceil(sq / 192) * 192 * w < ceil(sq / 128) * 128 * 100, w = 87 without
 the causal mask and 97 with it); an unsplit call then runs the height whose waves weigh less
 (hopper_block_m: 192-row waves * 192 * w < 128-row waves * 128 * 100, w = 87 / 97 at d = 64,
-93 at d = 128 without the mask), and explain reports those tiles. The model
+93 at d = 128; with the mask from 1536 rows), and explain reports those tiles. The model
 (model_family picks the family as the gate does; --evaluate uses the family recorded in each
 row) scores a CSV against the tiles that actually ran.
 
@@ -127,9 +127,9 @@ NARROW_MAX_ROWS = 16
 COMBINE_SPLITS_PER_CHUNK = 8
 # HOPPER_TILES mirrors hopper_split_block_m, hopper_block_m and hopper_tile_config
 # (tile_config.h): head dims with a Hopper kernel; base_m / tall_m, the rows per block; tall_pct
-# (tall_pct_causal with the causal mask, tall_pct_d128 at d=128 without it), the cost of a tall
-# row in % of a base row; tall_min_sq, from where d=64 takes tall tiles with the mask and in
-# split calls (where unless padded: ceil(sq / tall_m) * tall_m * pct < ceil(sq / base_m) *
+# (tall_pct_causal with the causal mask, tall_pct_d128 at d=128), the cost of a tall row in %
+# of a base row; tall_min_sq, from where tall tiles may run with the mask and d=64 split calls
+# take them (where unless padded: ceil(sq / tall_m) * tall_m * pct < ceil(sq / base_m) *
 # base_m * 100); block_n and blocks_per_sm. Its tiles hold one query head's rows
 # (packs_heads = false).
 HOPPER_TILES = dict(head_dims=(64, 128), tall_min_sq=1536, base_m=128, tall_m=192, tall_pct=87,
@@ -170,8 +170,8 @@ def _parse_hopper_tiles(text):
             (split_body, "if (head_dim != 64 || sq < kHopperTallMinSq) return kHopperBaseRows;"),
             (split_body, "const long long pct = causal ? kHopperTallPctCausal : kHopperTallPct;"),
             (split_body, "padded_tall * pct < padded_base * 100"),
-            (block_m_body, "head_dim == 64 ? !causal || sq >= kHopperTallMinSq"),
-            (block_m_body, ": head_dim == 128 && !causal;"),
+            (block_m_body, "(head_dim == 64 || head_dim == 128) && (!causal || sq >= "
+                           "kHopperTallMinSq);"),
             (block_m_body, "if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !tall_exists)"),
             (block_m_body, "head_dim == 64 ? (causal ? kHopperTallPctCausal : kHopperTallPct) : "
                            "kHopperTallPctD128;"),
@@ -285,7 +285,7 @@ def hopper_block_m(d, sq, causal=False, heads=0, sms=0, num_splits=2):
     """Mirror of hopper_block_m: the tiles a call of num_splits splits runs; an unsplit call on
     a grid of heads = b * h takes the height whose weighted waves are fewer."""
     t = HOPPER_TILES
-    tall_exists = (not causal or sq >= t["tall_min_sq"]) if d == 64 else (d == 128 and not causal)
+    tall_exists = d in (64, 128) and (not causal or sq >= t["tall_min_sq"])
     if num_splits != 1 or heads <= 0 or sms <= 0 or not tall_exists:
         return hopper_split_block_m(d, sq, causal)
     pct = (t["tall_pct_causal"] if causal else t["tall_pct"]) if d == 64 else t["tall_pct_d128"]

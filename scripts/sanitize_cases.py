@@ -50,8 +50,11 @@ MEMCHECK_CASES = [
     # heads of 1600 rows are 156 tiles of 128 (two waves on 132 SMs) or 108 of 192 (one).
     Case("bf16-d64-full-G1-hopper192-padding", "bf16", 64, False, 1, 1600, 300, 12, 12, 1,
          "contiguous", 192),
-    # 192 rows at d=128 (one Q buffer), unsplit: 264 heads of 384 rows.
+    # 192 rows at d=128 (one Q buffer), unsplit: 264 heads of 384 rows; with the mask, 12 heads
+    # of 1536 rows against 700 keys (the first 836 rows see none).
     Case("bf16-d128-full-G1-hopper192-grid", "bf16", 128, False, 2, 384, 300, 132, 132, 1,
+         "contiguous", 192),
+    Case("fp16-d128-causal-G1-hopper192", "fp16", 128, True, 1, 1536, 700, 12, 12, 1,
          "contiguous", 192),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64), the portable

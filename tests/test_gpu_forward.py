@@ -91,15 +91,17 @@ def test_forward_honours_any_finite_softmax_scale(request, d, causal, scale, sq,
         assert_matches_reference(out, lse, q, k, refs, causal, what)
 
 
-# (b, h, sq, sk, d, block_m at G = 1, block_m split) on the Hopper kernel with 132 SMs (H100 /
-# H200): an unsplit call takes the tile height whose waves weigh less (hopper_block_m), split
-# calls the one the heuristic models. 576 heads of 700 rows at d=64 (3456 tiles of 128, 2304 of
-# 192) and 64 heads of 2304 rows at d=128 run 192 rows unsplit; 16 heads of 2048 rows at d=64
-# (256 tiles of 128 or 176 of 192: two rounds either way) run 128 unsplit and 192 split.
+# (b, h, sq, sk, d, causal, block_m at G = 1, block_m split) on the Hopper kernel with 132 SMs
+# (H100 / H200): an unsplit call takes the tile height whose waves weigh less (hopper_block_m),
+# split calls the one the heuristic models. 576 heads of 700 rows at d=64 (3456 tiles of 128,
+# 2304 of 192), 64 heads of 2304 rows at d=128 and 12 causal heads of 1536 rows at d=128 (144
+# tiles of 128, two rounds, or 96 of 192, one) run 192 rows unsplit; 16 heads of 2048 rows at
+# d=64 (256 tiles of 128 or 176 of 192: two rounds either way) run 128 unsplit and 192 split.
 # 700 = 3 * 192 + 124: the last tile's third consumer sees only padding rows.
-TILE_GRIDS = {"d64-sq700": (16, 36, 700, 900, 64, 192, 128),
-              "d128-sq2304": (4, 16, 2304, 2200, 128, 192, 128),
-              "d64-sq2048-small": (1, 16, 2048, 2048, 64, 128, 192)}
+TILE_GRIDS = {"d64-sq700": (16, 36, 700, 900, 64, False, 192, 128),
+              "d128-sq2304": (4, 16, 2304, 2200, 128, False, 192, 128),
+              "d128-causal-sq1536": (1, 12, 1536, 1600, 128, True, 192, 128),
+              "d64-sq2048-small": (1, 16, 2048, 2048, 64, False, 128, 192)}
 
 
 @requires_native
@@ -108,14 +110,14 @@ TILE_GRIDS = {"d64-sq700": (16, 36, 700, 900, 64, 192, 128),
 def test_unsplit_calls_pick_tiles_by_waves(request, dtype, grid):
     """explain must report the tile height the grid calls for, on an H100 / H200, and the
     output must match the reference with either height (num_splits 1 and 3)."""
-    b, h, sq, sk, d, unsplit_m, split_m = TILE_GRIDS[grid]
+    b, h, sq, sk, d, causal, unsplit_m, split_m = TILE_GRIDS[grid]
     q, k, v = rand_qkv(generator_for(request), b, sq, sk, h, h, d, dtype)
-    refs = references(q, k, v)
+    refs = references(q, k, v, causal=causal)
     for num_splits, block_m in ((1, unsplit_m), (3, split_m)):
-        what = f"b={b} h={h} sq={sq} sk={sk} d={d} num_splits={num_splits}"
-        decision = assert_native(q, k, v, False, num_splits)
+        what = f"b={b} h={h} sq={sq} sk={sk} d={d} causal={causal} num_splits={num_splits}"
+        decision = assert_native(q, k, v, causal, num_splits)
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         if decision["kernel"] == "hopper_wgmma" and sms == 132:
             assert decision["block_m"] == block_m, f"{what}: {decision}"
-        out, lse = fs_forward(q, k, v, False, num_splits)
-        assert_matches_reference(out, lse, q, k, refs, False, what)
+        out, lse = fs_forward(q, k, v, causal, num_splits)
+        assert_matches_reference(out, lse, q, k, refs, causal, what)

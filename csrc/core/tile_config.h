@@ -54,12 +54,12 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
 constexpr int kHopperBaseRows = 128;
 constexpr int kHopperTallRows = 192;
 // Cost of a tall-tile row in % of a base-tile row: d=64 without and with the causal mask, and
-// d=128 without it (with the mask d=128 measured 0-4% either way: base tiles only).
+// d=128 (0.93 without the mask; 0.92-0.95 with it from 2048 rows, 1.0 below).
 constexpr int kHopperTallPct = 87;
 constexpr int kHopperTallPctCausal = 97;
 constexpr int kHopperTallPctD128 = 93;
-// d=64 from this many query rows may run tall tiles with the mask too (below it base tiles
-// win with the mask by up to 24%), and split calls run them there.
+// From this many query rows tall tiles may run with the mask too (below it base tiles win with
+// the mask by up to 24% at d=64 and 11% at d=128), and split calls at d=64 run them there.
 constexpr int kHopperTallMinSq = 1536;
 
 // The tile height of split calls (G >= 2), which the split heuristic models to choose G: d=64
@@ -76,15 +76,15 @@ constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal) {
 // The tile height a call runs with num_splits = G. Split calls: hopper_split_block_m. Unsplit
 // calls (G = 1) on a grid of heads = b * h query heads: the height whose waves over sm_count
 // SMs, weighted by a row's cost, are fewer (tall waves * 192 * pct < base waves * 128 * 100),
-// where tall tiles exist (d=64, with the mask from kHopperTallMinSq rows; d=128 without the
-// mask). A row-count rule alone cannot do this: tall tiles win 7-15% per row on a full grid
+// where tall tiles exist (d=64 and d=128; with the mask from kHopperTallMinSq rows). A
+// row-count rule alone cannot do this: tall tiles win 5-15% per row on a full grid
 // and lose up to 30% on a grid of one or two waves (2048 rows of 16 heads at d=64: 176 tiles
 // of 192 take two rounds, as 256 of 128 do). heads or sm_count 0: the grid is unknown, so
 // hopper_split_block_m.
 constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long heads = 0,
                              int sm_count = 0, int num_splits = 2) {
-  const bool tall_exists = head_dim == 64 ? !causal || sq >= kHopperTallMinSq
-                                          : head_dim == 128 && !causal;
+  const bool tall_exists =
+      (head_dim == 64 || head_dim == 128) && (!causal || sq >= kHopperTallMinSq);
   if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !tall_exists)
     return hopper_split_block_m(head_dim, sq, causal);
   const long long pct =

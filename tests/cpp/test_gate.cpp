@@ -393,7 +393,7 @@ TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
   EXPECT_EQ(hopper_block_m(64, 8192, true, 2 * 32, 132, 1), 192);
 }
 
-TEST(GateFamily, HeadDim128TakesTallTilesOnlyUnsplitWithoutTheMask) {
+TEST(GateFamily, HeadDim128TakesTallTilesOnlyUnsplit) {
   AttnProblem p = long_sequence_problem();
   p.d = 128; p.h = 16; p.hk = 16;
   const auto run_m = [&](int sms, int g) {
@@ -403,9 +403,13 @@ TEST(GateFamily, HeadDim128TakesTallTilesOnlyUnsplitWithoutTheMask) {
   EXPECT_EQ(run_m(132, 1), 192);
   EXPECT_EQ(run_m(132, 2), 128);
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
-  p.causal = true;
+  p.causal = true;  // with the mask the same weight, from 1536 rows
+  EXPECT_EQ(run_m(132, 1), 192);
+  EXPECT_EQ(run_m(132, 2), 128);
+  p.b = 12; p.sq = p.sk = 1280;  // below 1536 rows: base tiles with the mask
   EXPECT_EQ(run_m(132, 1), 128);
   p.causal = false;
+  EXPECT_EQ(run_m(132, 1), 128) << "1920 tiles (15 waves) vs 1344 (11): 11 * 1.395 = 15.3 > 15";
   p.b = 16; p.sq = p.sk = 1024;  // 16 waves vs 12: 12 * 1.5 * 0.93 = 16.7 > 16
   EXPECT_EQ(run_m(132, 1), 128);
   p.b = 6; p.sq = p.sk = 2560;  // 15 waves vs 11: 15.3 > 15
