@@ -49,7 +49,7 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
 
 // Rows per block of the Hopper kernel: 128 (two consumer warpgroups, ping-pong) or 192 (three
 // consumer warpgroups side by side), which run faster per row (H100, benchmarks/NOTES.md steps
-// 16, 20 and 21) but fill the SMs in coarser steps. The constants are on lines of their own
+// 16 and 20-23) but fill the SMs in coarser steps. The constants are on lines of their own
 // because benchmarks/tune_num_splits.py reads them.
 constexpr int kHopperBaseRows = 128;
 constexpr int kHopperTallRows = 192;
