@@ -173,8 +173,10 @@ def _parse_hopper_tiles(text):
             (block_m_body, "(head_dim == 64 || head_dim == 128) && (!causal || sq >= "
                            "kHopperTallMinSq);"),
             (block_m_body, "if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !tall_exists)"),
-            (block_m_body, "head_dim == 64 ? (causal ? kHopperTallPctCausal : kHopperTallPct) : "
-                           "kHopperTallPctD128;"),
+            (block_m_body, "pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal);"),
+            (_cpp_function(text, "constexpr int hopper_row_cost_pct(int head_dim"),
+             "head_dim == 64 ? (causal ? kHopperTallPctCausal : kHopperTallPct) : "
+             "kHopperTallPctD128;"),
             (block_m_body, "tall_waves * kHopperTallRows * pct < base_waves * kHopperBaseRows * "
                            "100")):
         if needle not in body:
@@ -281,6 +283,14 @@ def hopper_split_block_m(d, sq, causal=False):
     return t["tall_m"] if padded_tall * pct < padded_base * 100 else t["base_m"]
 
 
+def hopper_row_cost_pct(d, block_m, causal=False):
+    """Mirror of hopper_row_cost_pct: a row's cost on these tiles in % of a base-tile row."""
+    t = HOPPER_TILES
+    if block_m != t["tall_m"]:
+        return 100
+    return (t["tall_pct_causal"] if causal else t["tall_pct"]) if d == 64 else t["tall_pct_d128"]
+
+
 def hopper_block_m(d, sq, causal=False, heads=0, sms=0, num_splits=2):
     """Mirror of hopper_block_m: the tiles a call of num_splits splits runs; an unsplit call on
     a grid of heads = b * h takes the height whose weighted waves are fewer."""
@@ -288,7 +298,7 @@ def hopper_block_m(d, sq, causal=False, heads=0, sms=0, num_splits=2):
     tall_exists = d in (64, 128) and (not causal or sq >= t["tall_min_sq"])
     if num_splits != 1 or heads <= 0 or sms <= 0 or not tall_exists:
         return hopper_split_block_m(d, sq, causal)
-    pct = (t["tall_pct_causal"] if causal else t["tall_pct"]) if d == 64 else t["tall_pct_d128"]
+    pct = hopper_row_cost_pct(d, t["tall_m"], causal)
     base_waves = -(-heads * -(-sq // t["base_m"]) // sms)
     tall_waves = -(-heads * -(-sq // t["tall_m"]) // sms)
     wins = tall_waves * t["tall_m"] * pct < base_waves * t["base_m"] * 100
@@ -327,19 +337,34 @@ def grid_blocks(b, h, hk, sq, block_m, kernel=PORTABLE):
 load_cpp_tables()
 
 
-def model_num_splits(b, h, hk, sq, sk, d, sms, constants=None, tiles=None, kernel=PORTABLE):
-    """Mirror of choose_num_splits for the given kernel family. tiles = (block_m, block_n,
-    blocks_per_sm), default the family's (model_tiles_for)."""
+def model_num_splits(b, h, hk, sq, sk, d, sms, constants=None, tiles=None, kernel=PORTABLE,
+                     causal=False):
+    """Mirror of resolve_splits_for(family, problem, device, 0): choose_num_splits on the
+    modelled tiles (block_m, block_n, blocks_per_sm; default the family's, model_tiles_for),
+    then, for the Hopper family, G = 1 where an unsplit call's own tiles (hopper_block_m at
+    G = 1) model no slower, each time weighted by its tiles' row cost."""
     constants = constants or DEFAULT_CONSTANTS
-    block_m, block_n, per_sm = tiles or model_tiles_for(sq, h, hk, d, kernel)
+    block_m, block_n, per_sm = tiles or model_tiles_for(sq, h, hk, d, kernel, causal)
     if block_m <= 0 or block_n <= 0 or sms <= 0:
         return 1
     grid = grid_blocks(b, h, hk, sq, block_m, kernel)
     n_blocks = -(-sk // block_n)
     if grid <= 0 or n_blocks <= 1:
         return 1
-    return _cheapest_split(ModelProblem(b, h, hk, sq, sk, d, sms, block_m, per_sm, kernel, grid,
-                                        n_blocks), constants)
+    g = _cheapest_split(ModelProblem(b, h, hk, sq, sk, d, sms, block_m, per_sm, kernel, grid,
+                                     n_blocks), constants)
+    if kernel != HOPPER or g <= 1:
+        return g
+    unsplit_m = hopper_block_m(d, sq, causal, b * h, sms, 1)
+    if unsplit_m == block_m:
+        return g
+    split = ModelProblem(b, h, hk, sq, sk, d, sms, block_m, per_sm, kernel, grid, n_blocks)
+    unsplit = ModelProblem(b, h, hk, sq, sk, d, sms, unsplit_m, per_sm, kernel,
+                           grid_blocks(b, h, hk, sq, unsplit_m, kernel), n_blocks)
+    split_us = modelled_split_us(split, g, constants) * hopper_row_cost_pct(d, block_m, causal)
+    unsplit_us = modelled_split_us(unsplit, 1, constants) * \
+        hopper_row_cost_pct(d, unsplit_m, causal)
+    return 1 if 0 <= unsplit_us <= split_us else g
 
 
 @dataclass(frozen=True)
@@ -669,7 +694,8 @@ def model_chooser(constants):
         # run other tiles than the split calls' ones the heuristic models.
         measured_m = int(info["block_m"]) if kernel != HOPPER else 0
         tiles = (measured_m or block_m, int(info["block_n"]) or block_n, per_sm)
-        return model_num_splits(b, h, hk, sq, sk, d, int(info["sms"]), constants, tiles, kernel)
+        return model_num_splits(b, h, hk, sq, sk, d, int(info["sms"]), constants, tiles, kernel,
+                                str(info["causal"]) == "True")
     return choose
 
 

@@ -1,5 +1,7 @@
 #include "gate.h"
 
+#include "split_heuristic.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -183,6 +185,21 @@ TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count
   if (family != KernelFamily::kHopperWgmma) return tiles_for(family, p);
   return hopper_tile_config(static_cast<int>(p.d), p.sq, p.causal, p.b * p.h, sm_count,
                             num_splits);
+}
+
+int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceInfo& device,
+                       int requested) {
+  const TileConfig modelled = tiles_for(family, p);
+  const int g = resolve_num_splits(requested, p, device, modelled);
+  if (requested != 0 || g <= 1 || family != KernelFamily::kHopperWgmma) return g;
+  const TileConfig unsplit = tiles_for_run(family, p, device.sm_count, 1);
+  if (unsplit.block_m == modelled.block_m) return g;
+  const int d = static_cast<int>(p.d);
+  const double split_us = modelled_split_us(p, device, modelled, g) *
+                          hopper_row_cost_pct(d, modelled.block_m, p.causal);
+  const double unsplit_us = modelled_split_us(p, device, unsplit, 1) *
+                            hopper_row_cost_pct(d, unsplit.block_m, p.causal);
+  return unsplit_us >= 0 && unsplit_us <= split_us ? 1 : g;
 }
 
 }  // namespace flashsplit

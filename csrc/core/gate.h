@@ -48,4 +48,11 @@ TileConfig tiles_for(KernelFamily family, const AttnProblem& problem);
 TileConfig tiles_for_run(KernelFamily family, const AttnProblem& problem, int sm_count,
                          int num_splits);
 
+// The G a call runs for a requested num_splits (0: the heuristic, on the tiles of tiles_for).
+// Where the heuristic splits but an unsplit call would run other tiles (tiles_for_run at
+// G = 1), G = 1 wins if its modelled time on those tiles, weighted by their row cost
+// (hopper_row_cost_pct), is no more than the split's on its own tiles.
+int resolve_splits_for(KernelFamily family, const AttnProblem& problem, const DeviceInfo& device,
+                       int requested);
+
 }  // namespace flashsplit

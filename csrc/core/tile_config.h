@@ -62,6 +62,13 @@ constexpr int kHopperTallPctD128 = 93;
 // the mask by up to 24% at d=64 and 11% at d=128), and split calls at d=64 run them there.
 constexpr int kHopperTallMinSq = 1536;
 
+// A row's cost on tiles of block_m rows, in % of a base-tile row (the heuristic's time model
+// is per 128 rows, so tall tiles' modelled times are weighted by this to compare them).
+constexpr int hopper_row_cost_pct(int head_dim, int block_m, bool causal) {
+  if (block_m != kHopperTallRows) return 100;
+  return head_dim == 64 ? (causal ? kHopperTallPctCausal : kHopperTallPct) : kHopperTallPctD128;
+}
+
 // The tile height of split calls (G >= 2), which the split heuristic models to choose G: d=64
 // from kHopperTallMinSq rows, tall tiles unless their last tile's padding costs more than their
 // faster rows save (measured on split grids too: 10-17% faster at the best G); else base tiles.
@@ -87,8 +94,7 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
       (head_dim == 64 || head_dim == 128) && (!causal || sq >= kHopperTallMinSq);
   if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !tall_exists)
     return hopper_split_block_m(head_dim, sq, causal);
-  const long long pct =
-      head_dim == 64 ? (causal ? kHopperTallPctCausal : kHopperTallPct) : kHopperTallPctD128;
+  const long long pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal);
   const long long base_tiles = heads * ((sq + kHopperBaseRows - 1) / kHopperBaseRows);
   const long long tall_tiles = heads * ((sq + kHopperTallRows - 1) / kHopperTallRows);
   const long long base_waves = (base_tiles + sm_count - 1) / sm_count;

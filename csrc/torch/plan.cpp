@@ -130,12 +130,11 @@ Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            allow_untested_arch || untested_arch_allowed_by_env(),
                            /*allow_hopper=*/!hopper_disabled_by_env());
   if (!plan.gate.ok) return plan;
-  // G comes from the tiles split calls run (which the heuristic models); an unsplit call may
-  // then run other tiles, chosen for its grid (tiles_for_run).
-  const TileConfig modelled = tiles_for(plan.gate.family, problem);
+  // G comes from the tiles split calls run (which the heuristic models), weighed against an
+  // unsplit call's own tiles; those may differ, chosen for its grid (tiles_for_run).
   // Any request beyond the key-block count is clamped anyway; cap before narrowing to int.
   int requested = static_cast<int>(std::min<int64_t>(num_splits, 1 << 20));
-  plan.num_splits = resolve_num_splits(requested, problem, device, modelled);
+  plan.num_splits = resolve_splits_for(plan.gate.family, problem, device, requested);
   plan.tiles = tiles_for_run(plan.gate.family, problem, device.sm_count, plan.num_splits);
   return plan;
 }

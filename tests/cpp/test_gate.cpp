@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gate.h"
+#include "split_heuristic.h"
 
 namespace flashsplit {
 namespace {
@@ -418,6 +419,35 @@ TEST(GateFamily, HeadDim128TakesTallTilesOnlyUnsplit) {
   EXPECT_EQ(run_m(132, 1), 192);
   p.b = 2; p.h = p.hk = 8; p.sq = p.sk = 2048;  // 256 tiles vs 176: 2 waves each
   EXPECT_EQ(run_m(132, 1), 128);
+}
+
+TEST(GateFamily, AutoSplitsGiveWayToAnUnsplitCallsOwnTiles) {
+  // The heuristic picks G on the split calls' tiles; where an unsplit call would run other
+  // tiles, G = 1 wins if those model no slower, weighted by their row cost (H100, one call:
+  // every shape below as measured, benchmarks/NOTES.md step 24).
+  const DeviceInfo dev = h100();
+  AttnProblem p = long_sequence_problem();
+  p.causal = false;
+  // (2,8,8,1536,16384,128): G = 2 on 128-row tiles (0.357 ms) vs G = 1 on 192 (0.304 ms).
+  p.b = 2; p.h = p.hk = 8; p.sq = 1536; p.sk = 16384; p.d = 128;
+  ASSERT_EQ(choose_num_splits(p, dev, tiles_for(KernelFamily::kHopperWgmma, p)), 2);
+  EXPECT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 0), 1);
+  EXPECT_EQ(tiles_for_run(KernelFamily::kHopperWgmma, p, dev.sm_count, 1).block_m, 192);
+  EXPECT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 2), 2) << "a forced G stays";
+  EXPECT_EQ(resolve_splits_for(KernelFamily::kPortableMma, p, dev, 0),
+            choose_num_splits(p, dev, tiles_for(KernelFamily::kPortableMma, p)))
+      << "the portable tiles do not change with G";
+  // (1,12,12,3072,32768,128): the split still wins (G = 4 1.04 ms, G = 1 1.19 ms).
+  p.b = 1; p.h = p.hk = 12; p.sq = 3072; p.sk = 32768;
+  EXPECT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 0), 4);
+  // The other way round at d=64: (1,8,8,2048,4096) splits on 192-row tiles (G = 3, 0.061 ms)
+  // where an unsplit call runs 128 rows (0.054 ms).
+  p.d = 64; p.h = p.hk = 8; p.sq = 2048; p.sk = 4096;
+  ASSERT_EQ(choose_num_splits(p, dev, tiles_for(KernelFamily::kHopperWgmma, p)), 3);
+  EXPECT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 0), 1);
+  // ... and (1,8,8,2048,32768): G = 3 (0.291 ms) stays against G = 1 (0.314 ms).
+  p.sk = 32768;
+  EXPECT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 0), 3);
 }
 
 TEST(GateFamily, ForwardBlocksCountHeadsOrGroups) {
