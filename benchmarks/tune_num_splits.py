@@ -168,7 +168,7 @@ def _parse_hopper_tiles(text):
     block_m_body = _cpp_function(text, "constexpr int hopper_block_m(int head_dim")
     for body, needle in (
             (split_body, "if (head_dim != 64 || sq < kHopperTallMinSq) return kHopperBaseRows;"),
-            (split_body, "const long long pct = causal ? kHopperTallPctCausal : kHopperTallPct;"),
+            (split_body, "pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal);"),
             (split_body, "padded_tall * pct < padded_base * 100"),
             (block_m_body, "(head_dim == 64 || head_dim == 128) && (!causal || sq >= "
                            "kHopperTallMinSq);"),
@@ -277,7 +277,7 @@ def hopper_split_block_m(d, sq, causal=False):
     t = HOPPER_TILES
     if d != 64 or sq < t["tall_min_sq"]:
         return t["base_m"]
-    pct = t["tall_pct_causal"] if causal else t["tall_pct"]
+    pct = hopper_row_cost_pct(d, t["tall_m"], causal)
     padded_tall = -(-sq // t["tall_m"]) * t["tall_m"]
     padded_base = -(-sq // t["base_m"]) * t["base_m"]
     return t["tall_m"] if padded_tall * pct < padded_base * 100 else t["base_m"]
@@ -351,16 +351,15 @@ def model_num_splits(b, h, hk, sq, sk, d, sms, constants=None, tiles=None, kerne
     n_blocks = -(-sk // block_n)
     if grid <= 0 or n_blocks <= 1:
         return 1
-    g = _cheapest_split(ModelProblem(b, h, hk, sq, sk, d, sms, block_m, per_sm, kernel, grid,
-                                     n_blocks), constants)
+    split = ModelProblem(b, h, hk, sq, sk, d, sms, block_m, per_sm, kernel, grid, n_blocks)
+    g = _cheapest_split(split, constants)
     if kernel != HOPPER or g <= 1:
         return g
     unsplit_m = hopper_block_m(d, sq, causal, b * h, sms, 1)
     if unsplit_m == block_m:
         return g
-    split = ModelProblem(b, h, hk, sq, sk, d, sms, block_m, per_sm, kernel, grid, n_blocks)
-    unsplit = ModelProblem(b, h, hk, sq, sk, d, sms, unsplit_m, per_sm, kernel,
-                           grid_blocks(b, h, hk, sq, unsplit_m, kernel), n_blocks)
+    unsplit = dataclasses.replace(split, block_m=unsplit_m,
+                                  grid=grid_blocks(b, h, hk, sq, unsplit_m, kernel))
     split_us = modelled_split_us(split, g, constants) * hopper_row_cost_pct(d, block_m, causal)
     unsplit_us = modelled_split_us(unsplit, 1, constants) * \
         hopper_row_cost_pct(d, unsplit_m, causal)

@@ -74,7 +74,7 @@ constexpr int hopper_row_cost_pct(int head_dim, int block_m, bool causal) {
 // faster rows save (measured on split grids too: 10-17% faster at the best G); else base tiles.
 constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal) {
   if (head_dim != 64 || sq < kHopperTallMinSq) return kHopperBaseRows;
-  const long long pct = causal ? kHopperTallPctCausal : kHopperTallPct;
+  const long long pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal);
   const long long padded_tall = (sq + kHopperTallRows - 1) / kHopperTallRows * kHopperTallRows;
   const long long padded_base = (sq + kHopperBaseRows - 1) / kHopperBaseRows * kHopperBaseRows;
   return padded_tall * pct < padded_base * 100 ? kHopperTallRows : kHopperBaseRows;

@@ -96,7 +96,7 @@ void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
   const bool persistent = hopper_persistent(params.sk);
   const long long heads = static_cast<long long>(params.b) * params.h;
   if (hopper_block_m(D, params.sq, params.causal, heads, params.sm_count, params.num_splits) ==
-      192) {
+      kHopperTallRows) {
     return launch_with_tiles<Elem, D, WideTiles<D>>(params, stream, persistent);
   }
   launch_with_tiles<Elem, D, PingPongTiles<D>>(params, stream, persistent);
