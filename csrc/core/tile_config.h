@@ -54,9 +54,11 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
 constexpr int kHopperBaseRows = 128;
 constexpr int kHopperTallRows = 192;
 // Cost of a tall-tile row in % of a base-tile row: d=64 without and with the causal mask, and
-// d=128 (0.93 without the mask; 0.92-0.95 with it from 2048 rows, 1.0 below).
+// d=128 (0.93 without the mask; 0.92-0.95 with it from 2048 rows, 1.0 below). d=64 with the
+// mask: 0.79-0.98 fitted from forced tiles at 1536-8192 rows on grids of 8-32 heads, 0.92-0.94
+// where the two heights are closest (benchmarks/NOTES.md step 25).
 constexpr int kHopperTallPct = 87;
-constexpr int kHopperTallPctCausal = 97;
+constexpr int kHopperTallPctCausal = 93;
 constexpr int kHopperTallPctD128 = 93;
 // From this many query rows tall tiles may run with the mask too (below it base tiles win with
 // the mask by up to 24% at d=64 and 11% at d=128), and split calls at d=64 run them there.
