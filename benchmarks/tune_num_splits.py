@@ -27,11 +27,12 @@ on the family (forward_blocks in csrc/core/tile_config.h): the portable kernel p
 query heads of a k/v group into the rows of one tile, so its grid is
 b * hk * ceil(sq * (h / hk) / block_m); the Hopper kernel's tiles hold one head's rows, so its
 grid is b * h * ceil(sq / block_m), 128-key blocks and one block per SM. The split decision
-models the tiles of split calls, block_m = hopper_split_block_m(d, sq, causal) (128; at d = 64
-and sq >= 1536, 192 when ceil(sq / 192) * 192 * w < ceil(sq / 128) * 128 * 100, w = 87 without
-the causal mask and 97 with it); an unsplit call then runs the height whose waves weigh less
-(hopper_block_m: 192-row waves * 192 * w < 128-row waves * 128 * 100, w = 87 / 97 at d = 64,
-93 at d = 128; with the mask from 1536 rows), and explain reports those tiles. The model
+models the tiles of split calls, block_m = hopper_split_block_m(d, sq, causal, sk) (128; at
+d = 64 and sq >= 1536, 192 when ceil(sq / 192) * 192 * w < ceil(sq / 128) * 128 * 100, w = 87
+without the causal mask, and with it 97 over at most 32 key blocks (persistent tiles) and 88
+over more); an unsplit call then runs the height whose waves weigh less (hopper_block_m: 192-row
+waves * 192 * w < 128-row waves * 128 * 100, w as above at d = 64, 93 at d = 128; with the mask
+from 1536 rows), and explain reports those tiles. The model
 (model_family picks the family as the gate does; --evaluate uses the family recorded in each
 row) scores a CSV against the tiles that actually ran.
 
@@ -127,17 +128,22 @@ NARROW_MAX_ROWS = 16
 COMBINE_SPLITS_PER_CHUNK = 8
 # HOPPER_TILES mirrors hopper_split_block_m, hopper_block_m and hopper_tile_config
 # (tile_config.h): head dims with a Hopper kernel; base_m / tall_m, the rows per block; tall_pct
-# (tall_pct_causal with the causal mask, tall_pct_d128 at d=128), the cost of a tall row in %
-# of a base row; tall_min_sq, from where tall tiles may run with the mask and d=64 split calls
+# (tall_pct_causal / tall_pct_causal_long with the causal mask over at most / more than
+# persistent_max_key_blocks key blocks, tall_pct_d128 at d=128), the cost of a tall row in % of
+# a base row; tall_min_sq, from where tall tiles may run with the mask and d=64 split calls
 # take them (where unless padded: ceil(sq / tall_m) * tall_m * pct < ceil(sq / base_m) *
 # base_m * 100); block_n and blocks_per_sm. Its tiles hold one query head's rows
 # (packs_heads = false).
 HOPPER_TILES = dict(head_dims=(64, 128), tall_min_sq=1536, base_m=128, tall_m=192, tall_pct=87,
-                    tall_pct_causal=97, tall_pct_d128=93, block_n=128, blocks_per_sm=1)
+                    tall_pct_causal=97, tall_pct_causal_long=88, tall_pct_d128=93,
+                    persistent_max_key_blocks=32, block_n=128, blocks_per_sm=1)
 # tile_config.h's constants behind HOPPER_TILES' keys.
 HOPPER_CONSTANTS = dict(base_m="kHopperBaseRows", tall_m="kHopperTallRows",
                         tall_pct="kHopperTallPct", tall_pct_causal="kHopperTallPctCausal",
-                        tall_pct_d128="kHopperTallPctD128", tall_min_sq="kHopperTallMinSq")
+                        tall_pct_causal_long="kHopperTallPctCausalLong",
+                        tall_pct_d128="kHopperTallPctD128", tall_min_sq="kHopperTallMinSq",
+                        block_n="kHopperBlockN",
+                        persistent_max_key_blocks="kHopperPersistentMaxKeyBlocks")
 TABLE_SOURCE = "built-in copy"
 DEFAULT_CONSTANTS = ModelConstants()
 
@@ -168,15 +174,18 @@ def _parse_hopper_tiles(text):
     block_m_body = _cpp_function(text, "constexpr int hopper_block_m(int head_dim")
     for body, needle in (
             (split_body, "if (head_dim != 64 || sq < kHopperTallMinSq) return kHopperBaseRows;"),
-            (split_body, "pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal);"),
+            (split_body, "pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);"),
             (split_body, "padded_tall * pct < padded_base * 100"),
             (block_m_body, "(head_dim == 64 || head_dim == 128) && (!causal || sq >= "
                            "kHopperTallMinSq);"),
             (block_m_body, "if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !tall_exists)"),
-            (block_m_body, "pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal);"),
+            (block_m_body, "pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);"),
             (_cpp_function(text, "constexpr int hopper_row_cost_pct(int head_dim"),
-             "head_dim == 64 ? (causal ? kHopperTallPctCausal : kHopperTallPct) : "
-             "kHopperTallPctD128;"),
+             "if (head_dim != 64) return kHopperTallPctD128;\n  if (!causal) return "
+             "kHopperTallPct;\n  return hopper_persistent(sk) ? kHopperTallPctCausal : "
+             "kHopperTallPctCausalLong;"),
+            (_cpp_function(text, "constexpr bool hopper_persistent(long long sk"),
+             "(sk + kHopperBlockN - 1) / kHopperBlockN <= kHopperPersistentMaxKeyBlocks;"),
             (block_m_body, "tall_waves * kHopperTallRows * pct < base_waves * kHopperBaseRows * "
                            "100")):
         if needle not in body:
@@ -185,14 +194,13 @@ def _parse_hopper_tiles(text):
     config_body = _cpp_function(text, "constexpr TileConfig hopper_tile_config(int head_dim")
     head_dims = tuple(int(x) for x in re.findall(
         r"head_dim == (\d+)", config_body.split("?", 1)[0]))
-    block_n, blocks_per_sm, _m_tiles, packs = _groups(
-        r"TileConfig\{hopper_block_m\(head_dim, sq, causal, heads, sm_count, num_splits\),"
-        r"\s*(\d+),.*?/ 16,\s*(\d+),\s*(\d+),\s*(true|false)\}", config_body,
+    blocks_per_sm, _m_tiles, packs = _groups(
+        r"TileConfig\{hopper_block_m\(head_dim, sq, causal, sk, heads, sm_count, num_splits\),"
+        r"\s*kHopperBlockN,.*?/ 16,\s*(\d+),\s*(\d+),\s*(true|false)\}", config_body,
         "hopper_tile_config", re.DOTALL)
     if not head_dims or packs != "false":
         raise ValueError(f"hopper_tile_config: head dims {head_dims}, packs_heads {packs}")
-    return dict(values, head_dims=head_dims, block_n=int(block_n),
-                blocks_per_sm=int(blocks_per_sm))
+    return dict(values, head_dims=head_dims, blocks_per_sm=int(blocks_per_sm))
 
 
 def load_cpp_tables(repo=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))):
@@ -272,54 +280,64 @@ def model_tiles(d, narrow=False):
     return TILES.get((d, narrow), (0, 0, 0))
 
 
-def hopper_split_block_m(d, sq, causal=False):
+def hopper_split_block_m(d, sq, causal, sk):
     """Mirror of hopper_split_block_m: the tiles of split calls, which the heuristic models."""
     t = HOPPER_TILES
     if d != 64 or sq < t["tall_min_sq"]:
         return t["base_m"]
-    pct = hopper_row_cost_pct(d, t["tall_m"], causal)
+    pct = hopper_row_cost_pct(d, t["tall_m"], causal, sk)
     padded_tall = -(-sq // t["tall_m"]) * t["tall_m"]
     padded_base = -(-sq // t["base_m"]) * t["base_m"]
     return t["tall_m"] if padded_tall * pct < padded_base * 100 else t["base_m"]
 
 
-def hopper_row_cost_pct(d, block_m, causal=False):
+def hopper_persistent(sk):
+    """Mirror of hopper_persistent: whether tiles over sk keys run persistent."""
+    t = HOPPER_TILES
+    return -(-sk // t["block_n"]) <= t["persistent_max_key_blocks"]
+
+
+def hopper_row_cost_pct(d, block_m, causal, sk):
     """Mirror of hopper_row_cost_pct: a row's cost on these tiles in % of a base-tile row."""
     t = HOPPER_TILES
     if block_m != t["tall_m"]:
         return 100
-    return (t["tall_pct_causal"] if causal else t["tall_pct"]) if d == 64 else t["tall_pct_d128"]
+    if d != 64:
+        return t["tall_pct_d128"]
+    if not causal:
+        return t["tall_pct"]
+    return t["tall_pct_causal"] if hopper_persistent(sk) else t["tall_pct_causal_long"]
 
 
-def hopper_block_m(d, sq, causal=False, heads=0, sms=0, num_splits=2):
+def hopper_block_m(d, sq, causal, sk, heads=0, sms=0, num_splits=2):
     """Mirror of hopper_block_m: the tiles a call of num_splits splits runs; an unsplit call on
     a grid of heads = b * h takes the height whose weighted waves are fewer."""
     t = HOPPER_TILES
     tall_exists = d in (64, 128) and (not causal or sq >= t["tall_min_sq"])
     if num_splits != 1 or heads <= 0 or sms <= 0 or not tall_exists:
-        return hopper_split_block_m(d, sq, causal)
-    pct = hopper_row_cost_pct(d, t["tall_m"], causal)
+        return hopper_split_block_m(d, sq, causal, sk)
+    pct = hopper_row_cost_pct(d, t["tall_m"], causal, sk)
     base_waves = -(-heads * -(-sq // t["base_m"]) // sms)
     tall_waves = -(-heads * -(-sq // t["tall_m"]) // sms)
     wins = tall_waves * t["tall_m"] * pct < base_waves * t["base_m"] * 100
     return t["tall_m"] if wins else t["base_m"]
 
 
-def hopper_tiles(d, sq, causal=False):
+def hopper_tiles(d, sq, causal, sk):
     """Mirror of hopper_tile_config without the grid: the tiles the heuristic models
     (block_m, block_n, blocks_per_sm)."""
     t = HOPPER_TILES
     if d not in t["head_dims"]:
         return (0, 0, 0)
-    return (hopper_split_block_m(d, sq, causal), t["block_n"], t["blocks_per_sm"])
+    return (hopper_split_block_m(d, sq, causal, sk), t["block_n"], t["blocks_per_sm"])
 
 
-def model_tiles_for(sq, h, hk, d, kernel=PORTABLE, causal=False):
+def model_tiles_for(sq, h, hk, d, kernel=PORTABLE, causal=False, sk=0):
     """Mirror of tiles_for(family, problem): (block_m, block_n, blocks_per_sm) of the tiles the
     heuristic models for the kernel family that runs (default the portable kernel, as before
     the Hopper family existed)."""
     if kernel == HOPPER:
-        return hopper_tiles(d, sq, causal)
+        return hopper_tiles(d, sq, causal, sk)
     return model_tiles(d, narrow=use_narrow_tiles(sq, h, hk))
 
 
@@ -344,7 +362,7 @@ def model_num_splits(b, h, hk, sq, sk, d, sms, constants=None, tiles=None, kerne
     then, for the Hopper family, G = 1 where an unsplit call's own tiles (hopper_block_m at
     G = 1) model no slower, each time weighted by its tiles' row cost."""
     constants = constants or DEFAULT_CONSTANTS
-    block_m, block_n, per_sm = tiles or model_tiles_for(sq, h, hk, d, kernel, causal)
+    block_m, block_n, per_sm = tiles or model_tiles_for(sq, h, hk, d, kernel, causal, sk)
     if block_m <= 0 or block_n <= 0 or sms <= 0:
         return 1
     grid = grid_blocks(b, h, hk, sq, block_m, kernel)
@@ -355,14 +373,15 @@ def model_num_splits(b, h, hk, sq, sk, d, sms, constants=None, tiles=None, kerne
     g = _cheapest_split(split, constants)
     if kernel != HOPPER or g <= 1:
         return g
-    unsplit_m = hopper_block_m(d, sq, causal, b * h, sms, 1)
+    unsplit_m = hopper_block_m(d, sq, causal, sk, b * h, sms, 1)
     if unsplit_m == block_m:
         return g
     unsplit = dataclasses.replace(split, block_m=unsplit_m,
                                   grid=grid_blocks(b, h, hk, sq, unsplit_m, kernel))
-    split_us = modelled_split_us(split, g, constants) * hopper_row_cost_pct(d, block_m, causal)
+    split_us = modelled_split_us(split, g, constants) * \
+        hopper_row_cost_pct(d, block_m, causal, sk)
     unsplit_us = modelled_split_us(unsplit, 1, constants) * \
-        hopper_row_cost_pct(d, unsplit_m, causal)
+        hopper_row_cost_pct(d, unsplit_m, causal, sk)
     return 1 if 0 <= unsplit_us <= split_us else g
 
 
@@ -687,7 +706,7 @@ def model_chooser(constants):
         # The family that ran (recorded per row; portable for CSVs older than the column).
         kernel = info["kernel"]
         block_m, block_n, per_sm = model_tiles_for(sq, h, hk, d, kernel,
-                                                   str(info["causal"]) == "True")
+                                                   str(info["causal"]) == "True", sk)
         # The measured tiles (explain's block_m / block_n) win over the model's table, except
         # a Hopper row's block_m: explain reports the tiles that ran, and an unsplit call may
         # run other tiles than the split calls' ones the heuristic models.

@@ -173,7 +173,7 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
 TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
   const int d = static_cast<int>(p.d);
   switch (family) {
-    case KernelFamily::kHopperWgmma: return hopper_tile_config(d, p.sq, p.causal);
+    case KernelFamily::kHopperWgmma: return hopper_tile_config(d, p.sq, p.causal, p.sk);
     case KernelFamily::kPortableMma: return portable_tile_config(d, use_narrow_tiles(p.sq, p.h, p.hk));
     case KernelFamily::kNone: break;
   }
@@ -183,7 +183,7 @@ TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
 TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count,
                          int num_splits) {
   if (family != KernelFamily::kHopperWgmma) return tiles_for(family, p);
-  return hopper_tile_config(static_cast<int>(p.d), p.sq, p.causal, p.b * p.h, sm_count,
+  return hopper_tile_config(static_cast<int>(p.d), p.sq, p.causal, p.sk, p.b * p.h, sm_count,
                             num_splits);
 }
 
@@ -196,9 +196,9 @@ int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceIn
   if (unsplit.block_m == modelled.block_m) return g;
   const int d = static_cast<int>(p.d);
   const double split_us = modelled_split_us(p, device, modelled, g) *
-                          hopper_row_cost_pct(d, modelled.block_m, p.causal);
+                          hopper_row_cost_pct(d, modelled.block_m, p.causal, p.sk);
   const double unsplit_us = modelled_split_us(p, device, unsplit, 1) *
-                            hopper_row_cost_pct(d, unsplit.block_m, p.causal);
+                            hopper_row_cost_pct(d, unsplit.block_m, p.causal, p.sk);
   return unsplit_us >= 0 && unsplit_us <= split_us ? 1 : g;
 }
 

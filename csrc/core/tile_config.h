@@ -47,36 +47,55 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
                                      : TileConfig{0, 0, 0, 0});
 }
 
+// Keys per block of the Hopper kernel, at both head dims.
+constexpr int kHopperBlockN = 128;
+
+// Whether the Hopper kernel runs persistent (one block per SM walking the tiles in snake order,
+// the next tile's loads overlapping the current tile's epilogue) or one block per tile.
+// Measured on the H100 (benchmarks/NOTES.md): persistent wins 8-25% where tiles are short (1024
+// keys, causal or not) and is even at 4096; at 16k causal tiles its static assignment drifts out
+// of step and K/V of many heads crowd L2 (-30%), so long tiles use the hardware's scheduling.
+constexpr int kHopperPersistentMaxKeyBlocks = 32;
+constexpr bool hopper_persistent(long long sk) {
+  return (sk + kHopperBlockN - 1) / kHopperBlockN <= kHopperPersistentMaxKeyBlocks;
+}
+
 // Rows per block of the Hopper kernel: 128 (two consumer warpgroups, ping-pong) or 192 (three
 // consumer warpgroups side by side), which run faster per row (H100, benchmarks/NOTES.md steps
 // 16 and 20-23) but fill the SMs in coarser steps. The constants are on lines of their own
 // because benchmarks/tune_num_splits.py reads them.
 constexpr int kHopperBaseRows = 128;
 constexpr int kHopperTallRows = 192;
-// Cost of a tall-tile row in % of a base-tile row: d=64 without and with the causal mask, and
-// d=128 (0.93 without the mask; 0.92-0.95 with it from 2048 rows, 1.0 below). d=64 with the
-// mask: 0.79-0.98 fitted from forced tiles at 1536-8192 rows on grids of 8-32 heads, 0.92-0.94
-// where the two heights are closest (benchmarks/NOTES.md step 25).
+// Cost of a tall-tile row in % of a base-tile row: d=64 without the causal mask; d=64 with it,
+// on persistent tiles (at most kHopperPersistentMaxKeyBlocks key blocks) and on longer ones
+// (0.79-0.86 fitted from forced tiles at 6144-8192 rows, and split calls over 8k-128k keys run
+// 9-12% faster on 192 rows at their best G; where the two heights are closest on persistent
+// tiles, 2048-4096 rows, they swap places between machines: benchmarks/NOTES.md step 25); and
+// d=128 (0.93 without the mask; 0.92-0.95 with it from 2048 rows, 1.0 below).
 constexpr int kHopperTallPct = 87;
-constexpr int kHopperTallPctCausal = 93;
+constexpr int kHopperTallPctCausal = 97;
+constexpr int kHopperTallPctCausalLong = 88;
 constexpr int kHopperTallPctD128 = 93;
 // From this many query rows tall tiles may run with the mask too (below it base tiles win with
 // the mask by up to 24% at d=64 and 11% at d=128), and split calls at d=64 run them there.
 constexpr int kHopperTallMinSq = 1536;
 
-// A row's cost on tiles of block_m rows, in % of a base-tile row (the heuristic's time model
-// is per 128 rows, so tall tiles' modelled times are weighted by this to compare them).
-constexpr int hopper_row_cost_pct(int head_dim, int block_m, bool causal) {
+// A row's cost on tiles of block_m rows over sk keys, in % of a base-tile row (the heuristic's
+// time model is per 128 rows, so tall tiles' modelled times are weighted by this to compare
+// them).
+constexpr int hopper_row_cost_pct(int head_dim, int block_m, bool causal, long long sk) {
   if (block_m != kHopperTallRows) return 100;
-  return head_dim == 64 ? (causal ? kHopperTallPctCausal : kHopperTallPct) : kHopperTallPctD128;
+  if (head_dim != 64) return kHopperTallPctD128;
+  if (!causal) return kHopperTallPct;
+  return hopper_persistent(sk) ? kHopperTallPctCausal : kHopperTallPctCausalLong;
 }
 
 // The tile height of split calls (G >= 2), which the split heuristic models to choose G: d=64
 // from kHopperTallMinSq rows, tall tiles unless their last tile's padding costs more than their
 // faster rows save (measured on split grids too: 10-17% faster at the best G); else base tiles.
-constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal) {
+constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal, long long sk) {
   if (head_dim != 64 || sq < kHopperTallMinSq) return kHopperBaseRows;
-  const long long pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal);
+  const long long pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);
   const long long padded_tall = (sq + kHopperTallRows - 1) / kHopperTallRows * kHopperTallRows;
   const long long padded_base = (sq + kHopperBaseRows - 1) / kHopperBaseRows * kHopperBaseRows;
   return padded_tall * pct < padded_base * 100 ? kHopperTallRows : kHopperBaseRows;
@@ -90,13 +109,13 @@ constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal) {
 // and lose up to 30% on a grid of one or two waves (2048 rows of 16 heads at d=64: 176 tiles
 // of 192 take two rounds, as 256 of 128 do). heads or sm_count 0: the grid is unknown, so
 // hopper_split_block_m.
-constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long heads = 0,
-                             int sm_count = 0, int num_splits = 2) {
+constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long sk,
+                             long long heads = 0, int sm_count = 0, int num_splits = 2) {
   const bool tall_exists =
       (head_dim == 64 || head_dim == 128) && (!causal || sq >= kHopperTallMinSq);
   if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !tall_exists)
-    return hopper_split_block_m(head_dim, sq, causal);
-  const long long pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal);
+    return hopper_split_block_m(head_dim, sq, causal, sk);
+  const long long pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);
   const long long base_tiles = heads * ((sq + kHopperBaseRows - 1) / kHopperBaseRows);
   const long long tall_tiles = heads * ((sq + kHopperTallRows - 1) / kHopperTallRows);
   const long long base_waves = (base_tiles + sm_count - 1) / sm_count;
@@ -111,11 +130,12 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
 // 160 KB of Q and K/V stages at d=128; registers: 232 per consumer thread with two consumers).
 // Without heads, sm_count and num_splits: the split calls' tiles, which the heuristic models.
 constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bool causal = false,
-                                        long long heads = 0, int sm_count = 0,
-                                        int num_splits = 2) {
+                                        long long sk = 1 << 20, long long heads = 0,
+                                        int sm_count = 0, int num_splits = 2) {
   return head_dim == 64 || head_dim == 128
-             ? TileConfig{hopper_block_m(head_dim, sq, causal, heads, sm_count, num_splits), 128,
-                          4 + hopper_block_m(head_dim, sq, causal, heads, sm_count,
+             ? TileConfig{hopper_block_m(head_dim, sq, causal, sk, heads, sm_count, num_splits),
+                          kHopperBlockN,
+                          4 + hopper_block_m(head_dim, sq, causal, sk, heads, sm_count,
                                              num_splits) / 16,
                           1, 1, false}
              : TileConfig{0, 0, 0, 0};
@@ -126,17 +146,6 @@ constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bo
 // tile of query rows (or there is no group to pack) and the call is not a narrow-tile decode.
 constexpr bool use_hopper_tiles(long long sq, long long h, long long hk) {
   return !use_narrow_tiles(sq, h, hk) && (h == hk || sq >= 64);
-}
-
-// Whether the Hopper kernel runs persistent (one block per SM walking tiles in snake order, the
-// next tile's loads overlapping the current tile's epilogue) or one block per tile. Measured on
-// the H100 (benchmarks/NOTES.md): persistent wins 8-25% where tiles are short (1024 keys,
-// causal or not) and is even at 4096; at 16k causal tiles its static assignment drifts out of
-// step and K/V of many heads crowd L2 (-30%), so long tiles use the hardware's scheduling.
-constexpr int kHopperPersistentMaxKeyBlocks = 32;
-constexpr bool hopper_persistent(long long sk) {
-  const long long block_n = hopper_tile_config(128).block_n;  // the same at both head dims
-  return (sk + block_n - 1) / block_n <= kHopperPersistentMaxKeyBlocks;
 }
 
 // Thread blocks per split of the forward grid for these tiles.

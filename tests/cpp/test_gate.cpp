@@ -340,16 +340,23 @@ TEST(GateFamily, TilesFollowTheFamily) {
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
   p.sq = 1024;  // short sequences: 128-row ping-pong tiles
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
-  // With the causal mask 192 rows gain less per row (93%), and run only from 1536 rows.
+  // With the causal mask tall tiles run only from 1536 rows, and their rows gain less: 97% of
+  // a base row over at most 4096 keys (persistent tiles), 88% over more.
   p.causal = true;
   p.sq = 1536;  // no padding either way
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
-  p.sq = 1792;  // 1920 rows of 192 against 1792 of 128: 1.071 * 0.93 < 1
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
+  p.sq = 2048;  // 2112 rows of 192 against 2048 of 128: 1.031 * 0.97 > 1
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
   p.sq = 4096;
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
+  p.sk = 4097;  // 33 key blocks: 1.031 * 0.88 < 1
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
+  p.sq = 1792;  // 1920 rows against 1792: 1.071 * 0.88 < 1
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
   p.sq = 1280;
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
+  p.sq = 6144; p.sk = 4096;  // no padding
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
   p.causal = false;
   TileConfig portable = tiles_for(KernelFamily::kPortableMma, p);
   EXPECT_EQ(portable.block_m, portable_tile_config(64).block_m);
@@ -358,8 +365,8 @@ TEST(GateFamily, TilesFollowTheFamily) {
 }
 
 TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
-  // G = 1: 192-row tiles where their waves, weighted by a row's cost (87% at d=64, 93% with the
-  // mask, 93% at d=128), are fewer than the 128-row tiles' waves; split calls keep the tiles
+  // G = 1: 192-row tiles where their waves, weighted by a row's cost (87% at d=64, 97% / 88%
+  // with the mask over at most / more than 4096 keys, 93% at d=128), are fewer than the 128-row tiles' waves; split calls keep the tiles
   // the heuristic modelled (tiles_for).
   AttnProblem p = long_sequence_problem();
   p.d = 64; p.h = 32; p.hk = 32;
@@ -381,21 +388,31 @@ TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
   EXPECT_EQ(run_m(132, 3), 192);
   p.sq = p.sk = 1536;  // 192 tiles of 128 (2 waves) vs 128 of 192 (1 wave)
   EXPECT_EQ(run_m(132, 1), 192);
-  // With the mask: tall tiles only from 1536 rows, weighted at 93%.
+  // With the mask: tall tiles only from 1536 rows, weighted at 97% over at most 4096 keys and
+  // 88% over more.
   p.causal = true;
   p.b = 16; p.h = p.hk = 32; p.sq = p.sk = 1024;
   EXPECT_EQ(run_m(132, 1), 128);
-  p.b = 2; p.sq = p.sk = 8192;  // 4096 tiles (32 waves) vs 2752 (21): 29.3 < 32
+  p.b = 2; p.sq = p.sk = 8192;  // 4096 tiles (32 waves) vs 2752 (21): 27.7 < 32
   EXPECT_EQ(run_m(132, 1), 192);
-  p.b = 4; p.sq = p.sk = 4096;  // 32 waves vs 22: 30.7 < 32
-  EXPECT_EQ(run_m(132, 1), 192);
-  p.h = p.hk = 16; p.sq = p.sk = 2048;  // 1024 tiles (8 waves) vs 704 (6): 8.4 > 8
+  p.b = 4; p.sq = p.sk = 4096;  // 32 waves vs 22: 32.01 > 32
   EXPECT_EQ(run_m(132, 1), 128);
-  EXPECT_EQ(run_m(132, 2), 192) << "split calls run the modelled tiles";
-  // The launcher's rule is the same function with b * h, the SM count and G.
-  EXPECT_EQ(hopper_block_m(64, 2048, true, 4 * 16, 132, 1), 128);
-  EXPECT_EQ(hopper_block_m(64, 4096, true, 4 * 32, 132, 1), 192);
-  EXPECT_EQ(hopper_block_m(64, 8192, true, 2 * 32, 132, 1), 192);
+  p.sk = 16384;  // the same tiles over 128 key blocks: 29.0 < 32
+  EXPECT_EQ(run_m(132, 1), 192);
+  p.b = 1; p.h = p.hk = 16; p.sq = p.sk = 8192;  // 1024 tiles (8 waves) vs 688 (6): 7.9 < 8
+  EXPECT_EQ(run_m(132, 1), 192);
+  p.b = 4; p.sq = 2048;  // 1024 tiles vs 704: 6 * 1.5 * 0.88 = 7.9 < 8 over 8192 keys
+  EXPECT_EQ(run_m(132, 1), 192);
+  p.sk = 2048;  // 8.7 > 8 over 2048
+  EXPECT_EQ(run_m(132, 1), 128);
+  EXPECT_EQ(run_m(132, 2), 128) << "split calls run the modelled tiles";
+  p.sk = 65536;
+  EXPECT_EQ(run_m(132, 2), 192) << "split calls over long keys: 192 rows";
+  // The launcher's rule is the same function with the keys, b * h, the SM count and G.
+  EXPECT_EQ(hopper_block_m(64, 2048, true, 2048, 4 * 16, 132, 1), 128);
+  EXPECT_EQ(hopper_block_m(64, 4096, true, 4096, 4 * 32, 132, 1), 128);
+  EXPECT_EQ(hopper_block_m(64, 8192, true, 8192, 2 * 32, 132, 1), 192);
+  EXPECT_EQ(hopper_block_m(64, 2048, true, 65536, 16, 132, 3), 192);
 }
 
 TEST(GateFamily, HeadDim128TakesTallTilesOnlyUnsplit) {

@@ -89,14 +89,14 @@ struct PingPongTiles {
   using For = HopperTiles<D, 128, true, true, 2, Causal || D == 64>;
 };
 
-// Rows per block follow hopper_block_m with the plan's inputs (the grid's b * h, the device's
-// SMs and G), as the planner's tiles_for_run did.
+// Rows per block follow hopper_block_m with the plan's inputs (the keys, the grid's b * h, the
+// device's SMs and G), as the planner's tiles_for_run did.
 template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
   const bool persistent = hopper_persistent(params.sk);
   const long long heads = static_cast<long long>(params.b) * params.h;
-  if (hopper_block_m(D, params.sq, params.causal, heads, params.sm_count, params.num_splits) ==
-      kHopperTallRows) {
+  if (hopper_block_m(D, params.sq, params.causal, params.sk, heads, params.sm_count,
+                     params.num_splits) == kHopperTallRows) {
     return launch_with_tiles<Elem, D, WideTiles<D>>(params, stream, persistent);
   }
   launch_with_tiles<Elem, D, PingPongTiles<D>>(params, stream, persistent);
