@@ -28,6 +28,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "core/fast_divmod.h"
 #include "core/split_partition.h"
 #include "core/tile_config.h"
 #include "kernels/attn_params.h"
@@ -45,6 +46,10 @@ struct HopperFwdParams {
   CUtensorMap v_map;
   CUtensorMap o_map;  // dims (d, sq, h, b), box (64, 64, 1, 1); G = 1 only
   AttnFwdParams p;
+  // The tile walk's divisors (the grid, query tiles per head, splits, heads, the GQA group),
+  // made on the host: multiply-shift instead of six division sequences per tile (measured:
+  // the walk took 5-8% of a consumer's time at s = 512; benchmarks/NOTES.md step 26).
+  FastDivmod by_grid{1}, by_m_blocks{1}, by_splits{1}, by_heads{1}, by_group{1};
 };
 
 // The shipped shapes come from hopper_tile_config; the other parameters exist so benchmarks of
@@ -128,22 +133,24 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   const int total_tiles = m_blocks * p.num_splits * p.b * p.h;
   int m_block = 0, split = 0, batch = 0, head = 0, kv_head = 0, m0 = 0;
   KeyBlockRange range{0, 0};
+  const FastDivmod &by_grid = hp.by_grid, &by_m_blocks = hp.by_m_blocks,
+                   &by_splits = hp.by_splits, &by_heads = hp.by_heads, &by_group = hp.by_group;
   // Slot k of the walk (blockIdx.x + i * gridDim.x) maps to a tile in snake order: odd rounds of
   // gridDim.x slots run backwards, so a block that drew a long (causal) tile in one round draws
   // a short one in the next, and every block's total work evens out. The rounds stay contiguous
   // windows of the tile order, so tiles running together still share K/V in L2.
   auto locate = [&](int slot) {
-    const int round = slot / gridDim.x, within = slot % gridDim.x;
+    const int round = by_grid.div(slot), within = by_grid.mod(slot, round);
     const bool backwards = (round & 1) && (round + 1) * gridDim.x <= total_tiles;
     const int tile = backwards ? round * gridDim.x + gridDim.x - 1 - within : slot;
-    const int x = tile % m_blocks, rest = tile / m_blocks;
+    const int rest = by_m_blocks.div(tile), x = by_m_blocks.mod(tile, rest);
     // Causal tiles late in the sequence do the most work: start them first.
     m_block = Causal ? m_blocks - 1 - x : x;
-    split = rest % p.num_splits;
-    const int bh = rest / p.num_splits;
-    batch = bh / p.h;
-    head = bh % p.h;
-    kv_head = head / (p.h / p.hk);
+    const int bh = by_splits.div(rest);
+    split = by_splits.mod(rest, bh);
+    batch = by_heads.div(bh);
+    head = by_heads.mod(bh, batch);
+    kv_head = by_group.div(head);
     m0 = m_block * BM;
     const int last_query = min(m0 + BM - 1, p.sq - 1);
     const int n_visible = visible_key_blocks(last_query + 1, p.sq, p.sk, BN, Causal);

@@ -13,20 +13,25 @@ namespace flashsplit {
 namespace sm90 {
 
 template <class Elem, int D, bool Causal, bool Split, class Tiles>
-void launch_variant(const HopperFwdParams& hp, gpuStream_t stream, bool persistent) {
+void launch_variant(HopperFwdParams hp, gpuStream_t stream, bool persistent) {
   auto kernel = hopper_fwd_kernel<Elem, D, Causal, Split, Tiles>;
   FS_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
                                    Tiles::kSmemBytes));
   const AttnFwdParams& p = hp.p;
   // Persistent: one block per SM walks the tiles (fwd_kernel.cuh). Otherwise one block per
   // tile, and the hardware hands tiles to SMs as they free up.
-  const long long tiles =
-      static_cast<long long>(ceil_div(p.sq, Tiles::kBlockM)) * p.num_splits * p.b * p.h;
+  const int m_blocks = ceil_div(p.sq, Tiles::kBlockM);
+  const long long tiles = static_cast<long long>(m_blocks) * p.num_splits * p.b * p.h;
   if (persistent && p.sm_count <= 0) {
     throw std::runtime_error("flashsplit: a persistent launch needs AttnFwdParams::sm_count, got " +
                              std::to_string(p.sm_count));
   }
   const int blocks = static_cast<int>(persistent ? std::min<long long>(tiles, p.sm_count) : tiles);
+  hp.by_grid = FastDivmod(blocks);
+  hp.by_m_blocks = FastDivmod(m_blocks);
+  hp.by_splits = FastDivmod(p.num_splits);
+  hp.by_heads = FastDivmod(p.h);
+  hp.by_group = FastDivmod(p.h / p.hk);
   kernel<<<blocks, Tiles::kThreads, Tiles::kSmemBytes, stream>>>(hp);
   FS_LAUNCH_CHECK("hopper_fwd_kernel launch");
 }
