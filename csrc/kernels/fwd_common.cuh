@@ -54,11 +54,16 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 struct FinishedRowScale {
   float inv, lse;
 };
+// Approx: the hardware reciprocal and log2 (2 ulp; sum >= 1 here, as the row's largest
+// probability is at least 1) instead of the exact library versions, a few dozen instructions per
+// row in an epilogue on the critical path of short tiles.
+template <bool Approx = false>
 __device__ __forceinline__ FinishedRowScale finished_row_scale(float row_max, float scale_log2,
                                                                float sum) {
-  return {sum == 0.f ? 0.f : 1.f / sum,
-          sum == 0.f ? -INFINITY
-                     : (row_max * scale_log2 + log2f(sum)) * static_cast<float>(M_LN2)};
+  const float inv = Approx ? __fdividef(1.f, sum) : 1.f / sum;
+  const float log2_sum = Approx ? __log2f(sum) : log2f(sum);
+  return {sum == 0.f ? 0.f : inv,
+          sum == 0.f ? -INFINITY : (row_max * scale_log2 + log2_sum) * static_cast<float>(M_LN2)};
 }
 
 // Writes one finished query row (finished_row_scale's inputs). pair(j) returns the

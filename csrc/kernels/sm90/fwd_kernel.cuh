@@ -44,7 +44,7 @@ struct HopperFwdParams {
   CUtensorMap q_map;  // dims (d, sq, h, b), box (64, block_m, 1, 1)
   CUtensorMap k_map;  // dims (d, sk, hk, b), box (64, block_n, 1, 1)
   CUtensorMap v_map;
-  CUtensorMap o_map;  // dims (d, sq, h, b), box (64, 64, 1, 1); G = 1 only
+  CUtensorMap o_map;  // dims (d, sq, h, b), box (64, 16, 1, 1): one warp's rows; G = 1 only
   AttnFwdParams p;
   // The tile walk's divisors (the grid, query tiles per head, splits, heads, the GQA group),
   // made on the host: multiply-shift instead of six division sequences per tile (measured:
@@ -69,6 +69,10 @@ struct HopperTiles {
   // A tile's last P V carries the next tile's first S = Q K^T and softmax (overlap only).
   static constexpr bool kCarry = Carry;
   static_assert(!Carry || Overlap, "carrying S across tiles extends the overlapped loop");
+  // The direct epilogue's row scale with the hardware reciprocal and log2 (finished_row_scale):
+  // measured +2-4% on 128-row ping-pong tiles at s <= 1024, but 1-3% slower with the 192-row
+  // tiles, whose code ptxas then lays out differently (benchmarks/NOTES.md step 27).
+  static constexpr bool kApproxRowScale = PingPong;
   static constexpr int kConsumers = kBlockM / 64;           // warpgroups of 64 rows
   static constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
   static constexpr int kStages = D == 64 ? 3 : 2;
@@ -375,11 +379,12 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     return FinishedRows{m0,    row0,  batch, head, split, {row_max[0], row_max[1]},
                         {row_sum[0], row_sum[1]}};
   };
-  // Direct epilogue: this consumer's staging slabs, and the thread that issues its TMA stores
-  // (a bulk group is per thread, so the same one waits for them).
+  // Direct epilogue: this consumer's staging slabs. Each warp stages and stores its own 16 rows
+  // (lane 0 issues the TMA stores; a bulk group is per thread, so it also waits for them), so
+  // only the warp synchronises, not the warpgroup (two named barriers per tile fewer; measured
+  // with the approximate row scale: benchmarks/NOTES.md step 27).
   unsigned char* const sO_rows = sO + consumer * Tiles::kSlabs * Tiles::kSlabBytesO;
-  const bool store_leader = warp_in_group == 0 && lane == 0;
-  constexpr int kEpilogueBarrier = 3;  // + consumer; 1 and 2 are the ping-pong turns
+  const uint32_t warp_rows = warp_in_group * 16 * 128;  // this warp's rows in each slab
   // Epilogue: normalise O, then write either the output or this split's partial. Rows of a
   // tile with no key block to visit (causal rows before the first key, an empty split) are
   // written as seen-no-key: 0 and lse -inf, without reading O (it may hold another tile).
@@ -397,13 +402,14 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
             });
       }
     } else {
-      // The previous tile's store must have read the staging slabs before they are rewritten.
-      if (store_leader) bulk_wait_group_read<0>();
-      named_barrier_sync(kEpilogueBarrier + consumer, 128);
+      // The warp's previous store must have read its staging rows before they are rewritten.
+      if (lane == 0) bulk_wait_group_read<0>();
+      __syncwarp();
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const float sum = no_keys ? 0.f : quad_sum(f.row_sum[r]);
-        const FinishedRowScale scale = finished_row_scale(f.row_max[r], scale_log2, sum);
+        const FinishedRowScale scale =
+            finished_row_scale<Tiles::kApproxRowScale>(f.row_max[r], scale_log2, sum);
         const int query = f.row0 + 8 * r;
         if (quad_col == 0 && query < p.sq)
           p.lse[(static_cast<int64_t>(f.batch) * p.h + f.head) * p.sq + query] = scale.lse;
@@ -422,12 +428,12 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         }
       }
       fence_proxy_async_shared();
-      named_barrier_sync(kEpilogueBarrier + consumer, 128);
-      if (store_leader) {
+      __syncwarp();
+      if (lane == 0) {
         // Rows at or past sq lie outside the map and are not written.
         for (int slab = 0; slab < Tiles::kSlabs; ++slab)
-          tma_store_4d(&hp.o_map, sO_rows + slab * Tiles::kSlabBytesO, slab * 64,
-                       f.m0 + consumer * 64, f.head, f.batch);
+          tma_store_4d(&hp.o_map, sO_rows + slab * Tiles::kSlabBytesO + warp_rows, slab * 64,
+                       f.m0 + consumer * 64 + warp_in_group * 16, f.head, f.batch);
         bulk_commit_group();
       }
     }
@@ -580,7 +586,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   }
   // The staging slabs must outlive the last TMA store's reads of them.
   if constexpr (!Split) {
-    if (store_leader) bulk_wait_group<0>();
+    if (lane == 0) bulk_wait_group<0>();
   }
 #endif  // FS_HAS_WGMMA
 }

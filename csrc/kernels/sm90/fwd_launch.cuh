@@ -49,12 +49,12 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
   hp.v_map = make_head_tile_map("v", params.v, params.elem, D, params.sk, params.hk, params.b,
                                 params.v_row_stride, params.v_head_stride, params.v_batch_stride,
                                 Tiles::kBlockN);
-  // G = 1 stores the output with TMA, 64 rows (one consumer) per box; splits write fp32
+  // G = 1 stores the output with TMA, 16 rows (one consumer warp) per box; splits write fp32
   // partials without a map.
   if (params.num_splits <= 1) {
     hp.o_map = make_head_tile_map("out", params.out, params.elem, D, params.sq, params.h,
                                   params.b, params.o_row_stride, params.o_head_stride,
-                                  params.o_batch_stride, 64);
+                                  params.o_batch_stride, 16);
   }
   return hp;
 }
