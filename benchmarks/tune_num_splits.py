@@ -193,11 +193,13 @@ def _parse_hopper_tiles(text):
                              f"({needle})")
     config_body = _cpp_function(text, "constexpr TileConfig hopper_tile_config(int head_dim")
     head_dims = tuple(int(x) for x in re.findall(
-        r"head_dim == (\d+)", config_body.split("?", 1)[0]))
+        r"head_dim != (\d+)", config_body.split("return", 1)[0]))
+    if "block_m = hopper_block_m(head_dim, sq, causal, sk, heads, sm_count, num_splits);" not in \
+            config_body:
+        raise ValueError("hopper_tile_config no longer takes its rows from hopper_block_m")
     blocks_per_sm, _m_tiles, packs = _groups(
-        r"TileConfig\{hopper_block_m\(head_dim, sq, causal, sk, heads, sm_count, num_splits\),"
-        r"\s*kHopperBlockN,.*?/ 16,\s*(\d+),\s*(\d+),\s*(true|false)\}", config_body,
-        "hopper_tile_config", re.DOTALL)
+        r"TileConfig\{block_m, kHopperBlockN, 4 \+ block_m / 16, (\d+), (\d+), (true|false)\}",
+        config_body, "hopper_tile_config")
     if not head_dims or packs != "false":
         raise ValueError(f"hopper_tile_config: head dims {head_dims}, packs_heads {packs}")
     return dict(values, head_dims=head_dims, blocks_per_sm=int(blocks_per_sm))

@@ -132,13 +132,9 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
 constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bool causal = false,
                                         long long sk = 1 << 20, long long heads = 0,
                                         int sm_count = 0, int num_splits = 2) {
-  return head_dim == 64 || head_dim == 128
-             ? TileConfig{hopper_block_m(head_dim, sq, causal, sk, heads, sm_count, num_splits),
-                          kHopperBlockN,
-                          4 + hopper_block_m(head_dim, sq, causal, sk, heads, sm_count,
-                                             num_splits) / 16,
-                          1, 1, false}
-             : TileConfig{0, 0, 0, 0};
+  if (head_dim != 64 && head_dim != 128) return TileConfig{0, 0, 0, 0};
+  const int block_m = hopper_block_m(head_dim, sq, causal, sk, heads, sm_count, num_splits);
+  return TileConfig{block_m, kHopperBlockN, 4 + block_m / 16, 1, 1, false};
 }
 
 // The Hopper kernel does not pack heads, so it wastes rows where the portable kernel would

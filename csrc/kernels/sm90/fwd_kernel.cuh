@@ -48,7 +48,7 @@ struct HopperFwdParams {
   AttnFwdParams p;
   // The tile walk's divisors (the grid, query tiles per head, splits, heads, the GQA group),
   // made on the host: multiply-shift instead of six division sequences per tile (measured:
-  // the walk took 5-8% of a consumer's time at s = 512; benchmarks/NOTES.md step 26).
+  // the walk took 4-8.5% of a consumer's time at s = 512; benchmarks/NOTES.md step 26).
   FastDivmod by_grid{1}, by_m_blocks{1}, by_splits{1}, by_heads{1}, by_group{1};
 };
 
