@@ -56,6 +56,15 @@ MEMCHECK_CASES = [
          "contiguous", 192),
     Case("fp16-d128-causal-G1-hopper192", "fp16", 128, True, 1, 1536, 700, 12, 12, 1,
          "contiguous", 192),
+    # The tail split (unsplit, no mask, more tiles than SMs; on 132 SMs): 133 tiles leave one,
+    # cut over 16 SMs; 288 tiles of 192 rows at d=64 leave 24 (up to 5 parts); 560 of 192 rows
+    # at d=128 leave 32 (the fold in passes, for 160-register consumers).
+    Case("bf16-d128-full-G1-hopper-tail-split-one", "bf16", 128, False, 1, 128, 8192, 133, 133,
+         1, "contiguous", 128),
+    Case("fp16-d64-full-G1-hopper192-tail-split", "fp16", 64, False, 2, 700, 2200, 36, 36, 1,
+         "contiguous", 192),
+    Case("bf16-d128-full-G1-hopper192-tail-split", "bf16", 128, False, 2, 384, 2200, 140, 140,
+         1, "contiguous", 192),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64), the portable
 # wide tile (a short GQA query block) and the narrow tile (decode).
@@ -125,10 +134,13 @@ def run_case(torch, flashsplit, naive_attention, case, check):
     out, lse, _ = flashsplit.flash_attn_func(q, k, v, causal=case.causal,
                                              num_splits=case.num_splits, return_attn_probs=True)
     torch.cuda.synchronize()
-    detail = f"{decision['kernel']} G={decision['num_splits']}"
+    detail = f"{decision['kernel']} G={decision['num_splits']} tail={decision['tail_tiles']}"
     if case.block_m and decision["kernel"] == "hopper_wgmma" and \
             decision["block_m"] != case.block_m:
         return False, f"{detail}: ran {decision['block_m']}-row tiles, the case is for {case.block_m}"
+    if "tail-split" in case.name and decision["kernel"] == "hopper_wgmma" and \
+            decision["tail_tiles"] == 0:
+        return False, f"{detail}: ran whole tiles, the case is for the tail split"
     n_empty = max(0, case.sq - case.sk) if case.causal else 0
     seen = out[:, n_empty:]
     if torch.isnan(out).any() or torch.isnan(lse).any():

@@ -187,6 +187,18 @@ TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count
                             num_splits);
 }
 
+TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,
+                             int sm_count, int num_splits) {
+  if (family != KernelFamily::kHopperWgmma || num_splits != 1 || p.causal || tiles.block_m <= 0 ||
+      tiles.block_n <= 0) {
+    return TailSplit{};
+  }
+  const long long tiles_total = (p.sq + tiles.block_m - 1) / tiles.block_m * p.b * p.h;
+  const long long key_blocks = (p.sk + tiles.block_n - 1) / tiles.block_n;
+  if (key_blocks >= (1LL << 30)) return TailSplit{};
+  return plan_tail_split(tiles_total, static_cast<int>(key_blocks), sm_count);
+}
+
 int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceInfo& device,
                        int requested) {
   const TileConfig modelled = tiles_for(family, p);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "problem.h"
+#include "tail_split.h"
 #include "tile_config.h"
 
 namespace flashsplit {
@@ -47,6 +48,12 @@ TileConfig tiles_for(KernelFamily family, const AttnProblem& problem);
 // that an unsplit Hopper call weighs its grid's waves for the tile height (hopper_block_m).
 TileConfig tiles_for_run(KernelFamily family, const AttnProblem& problem, int sm_count,
                          int num_splits);
+
+// The tail split (tail_split.h) of a call of num_splits splits on `tiles`: active only for an
+// unsplit Hopper call without a causal mask, where plan_tail_split says it pays. The Hopper launcher derives the same from its own tiles and runs it only when the
+// caller gives the workspace this sizes (tail_workspace_bytes).
+TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& problem,
+                             const TileConfig& tiles, int sm_count, int num_splits);
 
 // The G a call runs for a requested num_splits (0: the heuristic, on the tiles of tiles_for).
 // Where the heuristic splits but an unsplit call would run other tiles (tiles_for_run at

@@ -1,6 +1,7 @@
 // What the torch layer hands the kernels: raw pointers and element strides, nothing of torch.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace flashsplit {
@@ -37,6 +38,12 @@ struct AttnFwdParams {
   int num_splits = 1;
   float* o_accum = nullptr;
   float* lse_accum = nullptr;
+
+  // Unsplit Hopper calls without a causal mask may spread their last round of tiles over every
+  // SM (core/tail_split.h); they do so only given this scratch (tail_workspace_bytes of the
+  // launch's tail split; the launcher clears what needs it). nullptr = no tail split.
+  void* tail_ws = nullptr;
+  size_t tail_ws_bytes = 0;
 };
 
 }  // namespace flashsplit

@@ -20,6 +20,7 @@ using gpu_fp16_t = __half;
 #define gpuGetLastError hipGetLastError
 #define gpuFuncSetAttribute hipFuncSetAttribute
 #define gpuFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#define gpuMemsetAsync hipMemsetAsync
 #else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -33,6 +34,7 @@ using gpu_fp16_t = __half;
 #define gpuGetLastError cudaGetLastError
 #define gpuFuncSetAttribute cudaFuncSetAttribute
 #define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+#define gpuMemsetAsync cudaMemsetAsync
 #endif
 
 namespace flashsplit {

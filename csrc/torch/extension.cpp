@@ -43,6 +43,10 @@ pybind11::dict explain(const at::Tensor& q, const at::Tensor& k, const at::Tenso
                                                    plan.tiles)
                                   : 0;
   d["blocks_per_sm"] = plan.tiles.blocks_per_sm;
+  // The last round of an unsplit call spread over every SM: its tiles (0 = off) and the most
+  // pieces one of them is cut into.
+  d["tail_tiles"] = plan.tail.tail_tiles;
+  d["tail_parts"] = plan.tail.max_parts;
   return d;
 }
 

@@ -70,6 +70,13 @@ std::tuple<at::Tensor, at::Tensor> native_forward(const at::Tensor& q, const at:
     params.o_accum = o_accum.data_ptr<float>();
     params.lse_accum = lse_accum.data_ptr<float>();
   }
+  at::Tensor tail_ws;  // the tail split's partials and counters (the launcher clears those)
+  if (plan.tail.active()) {
+    const size_t bytes = tail_workspace_bytes(plan.tail, plan.tiles.block_m, static_cast<int>(d));
+    tail_ws = at::empty({static_cast<int64_t>(bytes)}, q.options().dtype(at::kByte));
+    params.tail_ws = tail_ws.data_ptr();
+    params.tail_ws_bytes = bytes;
+  }
   run_attn_fwd(params, at::cuda::getCurrentCUDAStream().stream());
   return {out, lse};
 #else

@@ -94,6 +94,8 @@ bool untested_arch_allowed_by_env() { return env_flag("FLASHSPLIT_ALLOW_UNTESTED
 
 bool hopper_disabled_by_env() { return env_flag("FLASHSPLIT_DISABLE_HOPPER"); }
 
+bool tail_split_disabled_by_env() { return env_flag("FLASHSPLIT_DISABLE_TAIL_SPLIT"); }
+
 void check_attention_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             int64_t num_splits) {
   TORCH_CHECK(q.dim() == 4, "q must have 4 dims (b, sq, h, d), got ", q.dim(), " dims");
@@ -136,6 +138,10 @@ Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   int requested = static_cast<int>(std::min<int64_t>(num_splits, 1 << 20));
   plan.num_splits = resolve_splits_for(plan.gate.family, problem, device, requested);
   plan.tiles = tiles_for_run(plan.gate.family, problem, device.sm_count, plan.num_splits);
+  if (!tail_split_disabled_by_env()) {
+    plan.tail = tail_split_for_run(plan.gate.family, problem, plan.tiles, device.sm_count,
+                                   plan.num_splits);
+  }
   return plan;
 }
 

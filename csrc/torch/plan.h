@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 
 #include "core/gate.h"
+#include "core/tail_split.h"
 #include "core/tile_config.h"
 
 namespace flashsplit {
@@ -21,6 +22,7 @@ struct Plan {
   int num_splits = 1;  // G that runs (1 on the reference path)
   TileConfig tiles{0, 0, 0, 0};
   DeviceInfo device;  // what the gate and the heuristic saw; the launch uses its SMs and cc
+  TailSplit tail;     // the last round spread over every SM (core/tail_split.h), if active
 };
 
 // Shapes, ranks, dtypes, devices and num_splits; throws c10::Error naming the argument.
@@ -36,5 +38,9 @@ bool untested_arch_allowed_by_env();
 
 // FLASHSPLIT_DISABLE_HOPPER=1 in the environment: the portable kernels serve every call.
 bool hopper_disabled_by_env();
+
+// FLASHSPLIT_DISABLE_TAIL_SPLIT=1 in the environment: unsplit calls run their last round of
+// tiles whole (for comparisons; core/tail_split.h).
+bool tail_split_disabled_by_env();
 
 }  // namespace flashsplit

@@ -67,9 +67,11 @@ def explain(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_siz
     """What flash_attn_func would do with these arguments, without computing anything.
 
     Returns {"path": "native" | "reference", "num_splits": G, "kernel": ..., "reason": ...,
-    "block_m": ..., "block_n": ..., "grid_blocks": ..., "blocks_per_sm": ...}; reason is "" on
-    the native path; kernel is "hopper_wgmma", "portable_mma" or "reference"; grid_blocks is
-    the thread blocks per split of the forward grid. Same validation (and the
+    "block_m": ..., "block_n": ..., "grid_blocks": ..., "blocks_per_sm": ..., "tail_tiles": ...,
+    "tail_parts": ...}; reason is "" on the native path; kernel is "hopper_wgmma",
+    "portable_mma" or "reference"; grid_blocks is the thread blocks per split of the forward
+    grid; tail_tiles the tiles of an unsplit call's last round cut over every SM (0 = off) and
+    tail_parts the most pieces one of them is cut into. Same validation (and the
     same errors) as flash_attn_func; strict does not raise here.
     """
     _, window_left, window_right = _checked_options(

@@ -415,6 +415,42 @@ TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
   EXPECT_EQ(hopper_block_m(64, 2048, true, 65536, 16, 132, 3), 192);
 }
 
+TEST(GateFamily, TailSplitOnlyForUnsplitHopperCallsWithoutMask) {
+  // bench_seqlen's d=128 point at 4096 rows: 1408 tiles of 192 rows on 132 SMs, a last round
+  // of 88 over 32 key blocks each.
+  AttnProblem p = long_sequence_problem();
+  p.d = 128; p.h = p.hk = 16; p.b = 4; p.sq = p.sk = 4096;
+  const auto tail = [&](KernelFamily family, int g) {
+    return tail_split_for_run(family, p, tiles_for_run(family, p, 132, g), 132, g);
+  };
+  ASSERT_EQ(tiles_for_run(KernelFamily::kHopperWgmma, p, 132, 1).block_m, 192);
+  const TailSplit t = tail(KernelFamily::kHopperWgmma, 1);
+  ASSERT_TRUE(t.active());
+  EXPECT_EQ(t.main_tiles, 10 * 132);
+  EXPECT_EQ(t.tail_tiles, 88);
+  EXPECT_EQ(t.key_blocks, 32);
+  EXPECT_FALSE(tail(KernelFamily::kHopperWgmma, 2).active()) << "split calls";
+  EXPECT_FALSE(tail(KernelFamily::kPortableMma, 1).active()) << "portable kernels";
+  p.causal = true;
+  EXPECT_FALSE(tail(KernelFamily::kHopperWgmma, 1).active()) << "tiles of unequal work";
+  p.causal = false;
+  // 16 key blocks (2048 rows): a chunk of 11 plus a piece's overhead against 16: off.
+  p.b = 8; p.sq = p.sk = 2048;
+  EXPECT_FALSE(tail(KernelFamily::kHopperWgmma, 1).active());
+  // 128-row tiles: 264 heads of 128 rows over 64 key blocks, 2 rounds.
+  p.b = 1; p.h = p.hk = 264 + 40; p.sq = 128; p.sk = 8192;
+  ASSERT_EQ(tiles_for_run(KernelFamily::kHopperWgmma, p, 132, 1).block_m, 128);
+  EXPECT_EQ(tail(KernelFamily::kHopperWgmma, 1).tail_tiles, 40);
+  // d=64, 192-row tiles: 2816 tiles at 2048 rows (21 rounds and 44 tiles).
+  p.d = 64; p.h = p.hk = 32; p.b = 8; p.sq = p.sk = 2048;
+  ASSERT_EQ(tiles_for_run(KernelFamily::kHopperWgmma, p, 132, 1).block_m, 192);
+  EXPECT_EQ(tail(KernelFamily::kHopperWgmma, 1).tail_tiles, 44);
+  EXPECT_FALSE(tail_split_for_run(KernelFamily::kHopperWgmma, p,
+                                  tiles_for_run(KernelFamily::kHopperWgmma, p, 0, 1), 0, 1)
+                   .active())
+      << "no SM count";
+}
+
 TEST(GateFamily, HeadDim128TakesTallTilesOnlyUnsplit) {
   AttnProblem p = long_sequence_problem();
   p.d = 128; p.h = 16; p.hk = 16;

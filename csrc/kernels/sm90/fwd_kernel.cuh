@@ -23,6 +23,11 @@
 // portable kernel's (kernels/fwd_common.cuh), so the combine kernel is shared; the direct one
 // (G = 1) stages each consumer's 64 rows in shared memory and stores them with TMA, so the
 // consumer goes on to its next tile instead of issuing D/4 narrow global stores per row.
+//
+// An unsplit call without a causal mask whose last round of tiles would leave SMs idle runs
+// that round as a second, dependent launch of this kernel (TailPass): its tiles are cut into
+// pieces of key blocks spread over every SM (core/tail_split.h), and the last piece of each
+// tile to finish folds the pieces' fp32 partials and writes the output.
 #pragma once
 
 #include <float.h>
@@ -30,6 +35,7 @@
 
 #include "core/fast_divmod.h"
 #include "core/split_partition.h"
+#include "core/tail_split.h"
 #include "core/tile_config.h"
 #include "kernels/attn_params.h"
 #include "kernels/fwd_common.cuh"
@@ -50,6 +56,10 @@ struct HopperFwdParams {
   // made on the host: multiply-shift instead of six division sequences per tile (measured:
   // the walk took 4-8.5% of a consumer's time at s = 512; benchmarks/NOTES.md step 26).
   FastDivmod by_grid{1}, by_m_blocks{1}, by_splits{1}, by_heads{1}, by_group{1};
+  // The last round spread over every SM (core/tail_split.h; G = 1 without a causal mask):
+  // inactive unless the caller gave a workspace, whose arrival counters the launcher clears.
+  TailSplit tail{};
+  float* tail_ws = nullptr;
 };
 
 // The shipped shapes come from hopper_tile_config; the other parameters exist so benchmarks of
@@ -104,10 +114,15 @@ struct HopperTiles {
                 "register budget of one block");
 };
 
-template <class Elem, int D, bool Causal, bool Split, class Tiles>
+// TailPass: the kernel that runs a tail split's pieces (core/tail_split.h), launched behind the
+// one that runs the main tiles; a kernel of its own, so the fold's registers cannot change how
+// ptxas compiles the main tiles (one kernel with both passes ran 8-15% slower on 192-row tiles,
+// d=128 with its wgmma serialized for registers).
+template <class Elem, int D, bool Causal, bool Split, class Tiles, bool TailPass = false>
 __global__ void __launch_bounds__(Tiles::kThreads, 1)
     hopper_fwd_kernel(const __grid_constant__ HopperFwdParams hp) {
 #if FS_HAS_WGMMA
+  static_assert(!TailPass || (!Causal && !Split), "tail splits are for unsplit unmasked calls");
   constexpr int BM = Tiles::kBlockM, BN = Tiles::kBlockN, kStages = Tiles::kStages;
   const AttnFwdParams& p = hp.p;
   allow_dependent_launch();  // the split path's combine may now be scheduled
@@ -135,6 +150,14 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // tile's last P V and epilogue the producer already loads the next tile's Q, K and V.
   const int m_blocks = (p.sq + BM - 1) / BM;
   const int total_tiles = m_blocks * p.num_splits * p.b * p.h;
+  // The walk's slots: one per tile, up to the tail's main tiles where a tail split follows. The
+  // tail kernel's slots come after them, two per SM (the pieces of its chunk of the last
+  // round); its block j takes slots main + j and main + sm_count + j.
+  const TailSplit& tail = hp.tail;
+  const int first_slot = TailPass ? tail.main_tiles + blockIdx.x : blockIdx.x;
+  const int end_slot = TailPass ? tail.main_tiles + 2 * tail.sm_count
+                                : (tail.active() ? tail.main_tiles : total_tiles);
+  const int slot_stride = TailPass ? tail.sm_count : gridDim.x;
   int m_block = 0, split = 0, batch = 0, head = 0, kv_head = 0, m0 = 0;
   KeyBlockRange range{0, 0};
   const FastDivmod &by_grid = hp.by_grid, &by_m_blocks = hp.by_m_blocks,
@@ -143,10 +166,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // gridDim.x slots run backwards, so a block that drew a long (causal) tile in one round draws
   // a short one in the next, and every block's total work evens out. The rounds stay contiguous
   // windows of the tile order, so tiles running together still share K/V in L2.
-  auto locate = [&](int slot) {
-    const int round = by_grid.div(slot), within = by_grid.mod(slot, round);
-    const bool backwards = (round & 1) && (round + 1) * gridDim.x <= total_tiles;
-    const int tile = backwards ? round * gridDim.x + gridDim.x - 1 - within : slot;
+  auto locate_tile = [&](int tile) {
     const int rest = by_m_blocks.div(tile), x = by_m_blocks.mod(tile, rest);
     // Causal tiles late in the sequence do the most work: start them first.
     m_block = Causal ? m_blocks - 1 - x : x;
@@ -159,6 +179,27 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     const int last_query = min(m0 + BM - 1, p.sq - 1);
     const int n_visible = visible_key_blocks(last_query + 1, p.sq, p.sk, BN, Causal);
     range = Split ? split_key_blocks(n_visible, p.num_splits, split) : KeyBlockRange{0, n_visible};
+  };
+  auto locate = [&](int slot) {
+    const int round = by_grid.div(slot), within = by_grid.mod(slot, round);
+    const bool backwards = (round & 1) && (round + 1) * gridDim.x <= total_tiles;
+    locate_tile(backwards ? round * gridDim.x + gridDim.x - 1 - within : slot);
+  };
+  // A tail slot: piece `half` of chunk k of the last round (empty where there is none). Worked
+  // out again from the slot where needed rather than kept in registers across the tile: the
+  // 192-row d=128 consumers have none to spare.
+  auto piece_of = [&](int slot) {
+    const int k = slot - tail.main_tiles, half = k >= tail.sm_count;
+    return tail_piece(tail, k - half * tail.sm_count, half);
+  };
+  auto locate_piece = [&](int slot) {
+    const TailPiece piece = piece_of(slot);
+    if (piece.empty()) {
+      range = KeyBlockRange{0, 0};
+      return;
+    }
+    locate_tile(tail.main_tiles + piece.tile);
+    range = KeyBlockRange{piece.kb_begin, piece.kb_end};
   };
 
   if (threadIdx.x == 0) {
@@ -187,9 +228,8 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     int stage = 0;
     uint32_t phase = 0;
     uint32_t q_round = 0;  // tiles with work so far: picks the Q buffer and its barriers' parity
-    for (int tile = blockIdx.x; tile < total_tiles; tile += gridDim.x) {
-      locate(tile);
-      if (range.begin >= range.end) continue;  // the consumers skip it too
+    // The located tile's Q, then its K and V per key block.
+    auto produce = [&]() {
       // Q buffer q_round % kQStages, used for the (q_round / kQStages)-th time: wait until the
       // tile that last used it has done its last S = Q K^T.
       const int qb = q_round % Tiles::kQStages;
@@ -215,6 +255,14 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
                       n * BN, kv_head, batch);
         if (++stage == kStages) stage = 0, phase ^= 1;
       }
+    };
+    for (int slot = first_slot; slot < end_slot; slot += slot_stride) {
+      if constexpr (TailPass) {
+        locate_piece(slot);
+      } else {
+        locate(slot);
+      }
+      if (range.begin < range.end) produce();  // the consumers skip empty tiles too
     }
     return;
   }
@@ -374,10 +422,86 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   struct FinishedRows {
     int m0, row0, batch, head, split;
     float row_max[2], row_sum[2];
+    int slot;  // the tail kernel's piece (piece_of)
   };
-  auto finished_rows = [&]() {
+  auto finished_rows = [&](int slot) {
     return FinishedRows{m0,    row0,  batch, head, split, {row_max[0], row_max[1]},
-                        {row_sum[0], row_sum[1]}};
+                        {row_sum[0], row_sum[1]}, slot};
+  };
+  // A piece of a tail tile cut into parts (core/tail_split.h), per consumer warp: write this
+  // warp's unnormalised partial (its O registers, row maxima and partial row sums, lane-
+  // interleaved float4s, L2 only), then count its arrival (counters cleared before the launch);
+  // the last of the tile's parts to arrive folds all the partials into its O and statistics
+  // and writes the output (returns true); the others are done (false). (A compare-and-swap
+  // loop here, to tag counts by launch instead of clearing them, made ptxas serialize the
+  // 192-row d=128 kernel's wgmma for registers.)
+  auto settle_tail_piece = [&](const TailPiece& f, float (&m)[2], float (&l)[2]) {
+    constexpr int kWarps = Tiles::kConsumers * 4;
+    constexpr int kRecord = 32 * (D / 2 + 4) / 4;  // float4s: tail_record_floats(D) / 4
+    const int warp = consumer * 4 + (threadIdx.x / 32) % 4;
+    float4* const records = reinterpret_cast<float4*>(hp.tail_ws);
+    auto record = [&](int k) {
+      return records +
+             ((static_cast<long long>(f.tile) * tail.max_parts + k) * kWarps + warp) * kRecord;
+    };
+    float4* const mine = record(f.part);
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i)
+      __stcg(mine + i * 32 + lane, make_float4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]));
+    __stcg(mine + (D / 8) * 32 + lane, make_float4(m[0], m[1], l[0], l[1]));
+    __threadfence();
+    __syncwarp();
+    unsigned int* const counter =
+        reinterpret_cast<unsigned int*>(reinterpret_cast<unsigned char*>(hp.tail_ws) +
+                                        tail_counters_offset_bytes(tail, BM, D)) +
+        static_cast<long long>(f.tile) * kWarps + warp;
+    int last = 0;
+    if (lane == 0) last = atomicAdd(counter, 1u) + 1 == static_cast<unsigned int>(f.parts);
+    if (!__shfl_sync(0xffffffffu, last, 0)) return false;
+    __threadfence();
+    // Fold every part's record, this warp's own included, in part order into O and the row
+    // sums: the sum's order, and so the output's bits, do not depend on which part came last.
+    float new_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll 1
+    for (int k = 0; k < f.parts; ++k) {
+      const float4 stats = __ldcg(record(k) + (D / 8) * 32 + lane);
+      new_max[0] = fmaxf(new_max[0], stats.x);
+      new_max[1] = fmaxf(new_max[1], stats.y);
+    }
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    l[0] = l[1] = 0.f;
+    // At most 8 float4s per lane in flight (a pass over the parts per 8): all D/8 at once
+    // spilled the 192-row d=128 tiles, whose consumers have 160 registers, 64 of them O's.
+    constexpr int kBatch = D / 8 < 8 ? D / 8 : 8;
+#pragma unroll
+    for (int i0 = 0; i0 < D / 8; i0 += kBatch) {
+#pragma unroll 1
+      for (int k = 0; k < f.parts; ++k) {
+        const float4* const part_record = record(k);
+        const float4 stats = __ldcg(part_record + (D / 8) * 32 + lane);
+        // A row's weight: 0 for a part whose row saw no key (max -inf).
+        const float take0 =
+            stats.x == -INFINITY ? 0.f : exp2f((stats.x - new_max[0]) * scale_log2);
+        const float take1 =
+            stats.y == -INFINITY ? 0.f : exp2f((stats.y - new_max[1]) * scale_log2);
+        if (i0 == 0) {
+          l[0] = fmaf(stats.z, take0, l[0]);
+          l[1] = fmaf(stats.w, take1, l[1]);
+        }
+#pragma unroll
+        for (int i = i0; i < i0 + kBatch; ++i) {
+          const float4 v = __ldcg(part_record + i * 32 + lane);
+          o[4 * i + 0] = fmaf(v.x, take0, o[4 * i + 0]);
+          o[4 * i + 1] = fmaf(v.y, take0, o[4 * i + 1]);
+          o[4 * i + 2] = fmaf(v.z, take1, o[4 * i + 2]);
+          o[4 * i + 3] = fmaf(v.w, take1, o[4 * i + 3]);
+        }
+      }
+    }
+    m[0] = new_max[0];
+    m[1] = new_max[1];
+    return true;
   };
   // Direct epilogue: this consumer's staging slabs. Each warp stages and stores its own 16 rows
   // (lane 0 issues the TMA stores; a bulk group is per thread, so it also waits for them), so
@@ -402,14 +526,19 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
             });
       }
     } else {
+      float fin_max[2] = {f.row_max[0], f.row_max[1]}, fin_sum[2] = {f.row_sum[0], f.row_sum[1]};
+      if constexpr (TailPass) {
+        const TailPiece piece = piece_of(f.slot);
+        if (piece.parts > 1 && !settle_tail_piece(piece, fin_max, fin_sum)) return;
+      }
       // The warp's previous store must have read its staging rows before they are rewritten.
       if (lane == 0) bulk_wait_group_read<0>();
       __syncwarp();
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const float sum = no_keys ? 0.f : quad_sum(f.row_sum[r]);
+        const float sum = no_keys ? 0.f : quad_sum(fin_sum[r]);
         const FinishedRowScale scale =
-            finished_row_scale<Tiles::kApproxRowScale>(f.row_max[r], scale_log2, sum);
+            finished_row_scale<Tiles::kApproxRowScale>(fin_max[r], scale_log2, sum);
         const int query = f.row0 + 8 * r;
         if (quad_col == 0 && query < p.sq)
           p.lse[(static_cast<int64_t>(f.batch) * p.h + f.head) * p.sq + query] = scale.lse;
@@ -441,13 +570,20 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // Moves to the tile of walk slot `slot`, or the first later one of this block with key
   // blocks to visit (the producer skips the others too), writing the rows of those it passes;
   // returns the slot.
+  // In the tail kernel an empty slot has no rows at all (a tail tile's rows are its pieces',
+  // none of which is empty).
   auto next_work = [&](int slot) {
-    for (; slot < total_tiles; slot += gridDim.x) {
-      locate(slot);
+    for (; slot < end_slot; slot += slot_stride) {
+      if constexpr (TailPass) {
+        locate_piece(slot);
+      } else {
+        locate(slot);
+      }
       if (range.begin < range.end) break;
-      write_rows(
-          FinishedRows{m0, m0 + tile_row, batch, head, split, {-INFINITY, -INFINITY}, {0.f, 0.f}},
-          true);
+      if (TailPass) continue;
+      write_rows(FinishedRows{m0, m0 + tile_row, batch, head, split, {-INFINITY, -INFINITY},
+                              {0.f, 0.f}, slot},
+                 true);
     }
     return slot;
   };
@@ -465,8 +601,8 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   };
 
   if constexpr (!Tiles::kOverlap) {
-    for (int slot = next_work(blockIdx.x); slot < total_tiles;
-         slot = next_work(slot + gridDim.x)) {
+    for (int slot = next_work(first_slot); slot < end_slot;
+         slot = next_work(slot + slot_stride)) {
       zero_o();
       begin_tile();
       // Key blocks this consumer's rows see: none where they are all past sq (the last tile's
@@ -507,7 +643,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         release(&v_empty[stage]);
         advance();
       }
-      write_rows(finished_rows(), false);
+      write_rows(finished_rows(slot), false);
     }
   } else {
     // S of the block in `stage` together with P V of the previous block (in pv_stage), in this
@@ -541,9 +677,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       zero_o();
       pack_p();
     };
-    int slot = next_work(blockIdx.x);
-    if (slot < total_tiles) start_alone();
-    while (slot < total_tiles) {
+    int slot = next_work(first_slot);
+    if (slot < end_slot) start_alone();
+    while (slot < end_slot) {
       // Each further block overlaps its S = Q K^T and softmax with the previous block's
       // O += P V on the tensor cores; O is rescaled once that P V has landed.
       for (int n = range.end - 2; n >= range.begin; --n) {
@@ -559,12 +695,12 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       // The tile's last P V. With kCarry it carries the next tile's first S = Q K^T and
       // softmax, so no GEMM of a tile boundary runs with nothing beside it; the epilogue
       // follows once P V has landed.
-      const FinishedRows done = finished_rows();
+      const FinishedRows done = finished_rows(slot);
       const int last_stage = stage;
       const uint32_t last_phase = phase;
       advance();
-      slot = next_work(slot + gridDim.x);
-      if (Tiles::kCarry && slot < total_tiles) {
+      slot = next_work(slot + slot_stride);
+      if (Tiles::kCarry && slot < end_slot) {
         begin_tile();
         issue_s_with_pv(last_stage, last_phase);
         block_scored(range.end - 1);
@@ -580,7 +716,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         pass_turn();
         pv_landed(last_stage);
         write_rows(done, false);
-        if (slot < total_tiles) start_alone();
+        if (slot < end_slot) start_alone();
       }
     }
   }
@@ -588,6 +724,10 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   if constexpr (!Split) {
     if (lane == 0) bulk_wait_group<0>();
   }
+  // The tail kernel runs beside the main one (launch_after_prior_grid) and shares no data with
+  // it, but must not finish before it: whatever follows on the stream waits for the tail kernel
+  // only, and reads the main tiles' output too.
+  if constexpr (TailPass) wait_for_prior_grid();
 #endif  // FS_HAS_WGMMA
 }
 

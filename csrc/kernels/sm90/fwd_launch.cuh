@@ -26,7 +26,27 @@ void launch_variant(HopperFwdParams hp, gpuStream_t stream, bool persistent) {
     throw std::runtime_error("flashsplit: a persistent launch needs AttnFwdParams::sm_count, got " +
                              std::to_string(p.sm_count));
   }
-  const int blocks = static_cast<int>(persistent ? std::min<long long>(tiles, p.sm_count) : tiles);
+  if constexpr (!Causal && !Split) {
+    if (p.tail_ws != nullptr) {
+      hp.tail = plan_tail_split(tiles, ceil_div(p.sk, Tiles::kBlockN), p.sm_count);
+      const size_t needed = tail_workspace_bytes(hp.tail, Tiles::kBlockM, D);
+      if (needed > p.tail_ws_bytes) {
+        throw std::runtime_error("flashsplit: the tail split needs " + std::to_string(needed) +
+                                 " bytes of tail_ws, got " + std::to_string(p.tail_ws_bytes));
+      }
+      hp.tail_ws = static_cast<float*>(p.tail_ws);
+      if (hp.tail.active()) {
+        // The pieces count their arrivals from zero (fwd_kernel.cuh, settle_tail_piece).
+        const long long counters = tail_counters_offset_bytes(hp.tail, Tiles::kBlockM, D);
+        FS_GPU_CHECK(gpuMemsetAsync(static_cast<unsigned char*>(p.tail_ws) + counters, 0,
+                                    needed - static_cast<size_t>(counters), stream));
+      }
+    }
+  }
+  // With a tail split the main kernel runs the tiles of the full rounds only.
+  const long long main_tiles = hp.tail.active() ? hp.tail.main_tiles : tiles;
+  const int blocks =
+      static_cast<int>(persistent ? std::min<long long>(main_tiles, p.sm_count) : main_tiles);
   hp.by_grid = FastDivmod(blocks);
   hp.by_m_blocks = FastDivmod(m_blocks);
   hp.by_splits = FastDivmod(p.num_splits);
@@ -34,6 +54,16 @@ void launch_variant(HopperFwdParams hp, gpuStream_t stream, bool persistent) {
   hp.by_group = FastDivmod(p.h / p.hk);
   kernel<<<blocks, Tiles::kThreads, Tiles::kSmemBytes, stream>>>(hp);
   FS_LAUNCH_CHECK("hopper_fwd_kernel launch");
+  if constexpr (!Causal && !Split) {
+    if (hp.tail.active()) {
+      // The pieces, one block per chunk, each starting as an SM leaves the main kernel.
+      auto tail_kernel = hopper_fwd_kernel<Elem, D, false, false, Tiles, true>;
+      FS_GPU_CHECK(gpuFuncSetAttribute(tail_kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
+                                       Tiles::kSmemBytes));
+      launch_after_prior_grid(p.cc >= 90, tail_kernel, dim3(hp.tail.chunks),
+                              dim3(Tiles::kThreads), Tiles::kSmemBytes, stream, hp);
+    }
+  }
 }
 
 template <int D, class Tiles>
