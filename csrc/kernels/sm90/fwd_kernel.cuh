@@ -471,32 +471,22 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
     l[0] = l[1] = 0.f;
-    // At most 8 float4s per lane in flight (a pass over the parts per 8): all D/8 at once
-    // spilled the 192-row d=128 tiles, whose consumers have 160 registers, 64 of them O's.
-    constexpr int kBatch = D / 8 < 8 ? D / 8 : 8;
-#pragma unroll
-    for (int i0 = 0; i0 < D / 8; i0 += kBatch) {
 #pragma unroll 1
-      for (int k = 0; k < f.parts; ++k) {
-        const float4* const part_record = record(k);
-        const float4 stats = __ldcg(part_record + (D / 8) * 32 + lane);
-        // A row's weight: 0 for a part whose row saw no key (max -inf).
-        const float take0 =
-            stats.x == -INFINITY ? 0.f : exp2f((stats.x - new_max[0]) * scale_log2);
-        const float take1 =
-            stats.y == -INFINITY ? 0.f : exp2f((stats.y - new_max[1]) * scale_log2);
-        if (i0 == 0) {
-          l[0] = fmaf(stats.z, take0, l[0]);
-          l[1] = fmaf(stats.w, take1, l[1]);
-        }
+    for (int k = 0; k < f.parts; ++k) {
+      const float4* const part_record = record(k);
+      const float4 stats = __ldcg(part_record + (D / 8) * 32 + lane);
+      // A row's weight: 0 for a part whose row saw no key (max -inf).
+      const float take0 = stats.x == -INFINITY ? 0.f : exp2f((stats.x - new_max[0]) * scale_log2);
+      const float take1 = stats.y == -INFINITY ? 0.f : exp2f((stats.y - new_max[1]) * scale_log2);
+      l[0] = fmaf(stats.z, take0, l[0]);
+      l[1] = fmaf(stats.w, take1, l[1]);
 #pragma unroll
-        for (int i = i0; i < i0 + kBatch; ++i) {
-          const float4 v = __ldcg(part_record + i * 32 + lane);
-          o[4 * i + 0] = fmaf(v.x, take0, o[4 * i + 0]);
-          o[4 * i + 1] = fmaf(v.y, take0, o[4 * i + 1]);
-          o[4 * i + 2] = fmaf(v.z, take1, o[4 * i + 2]);
-          o[4 * i + 3] = fmaf(v.w, take1, o[4 * i + 3]);
-        }
+      for (int i = 0; i < D / 8; ++i) {
+        const float4 v = __ldcg(part_record + i * 32 + lane);
+        o[4 * i + 0] = fmaf(v.x, take0, o[4 * i + 0]);
+        o[4 * i + 1] = fmaf(v.y, take0, o[4 * i + 1]);
+        o[4 * i + 2] = fmaf(v.z, take1, o[4 * i + 2]);
+        o[4 * i + 3] = fmaf(v.w, take1, o[4 * i + 3]);
       }
     }
     m[0] = new_max[0];
