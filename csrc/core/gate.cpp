@@ -193,7 +193,7 @@ TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const Ti
       tiles.block_n <= 0) {
     return TailSplit{};
   }
-  const long long tiles_total = (p.sq + tiles.block_m - 1) / tiles.block_m * p.b * p.h;
+  const long long tiles_total = forward_blocks(p.b, p.sq, p.h, p.hk, tiles);
   const long long key_blocks = (p.sk + tiles.block_n - 1) / tiles.block_n;
   if (key_blocks >= (1LL << 30)) return TailSplit{};
   return plan_tail_split(tiles_total, static_cast<int>(key_blocks), sm_count);

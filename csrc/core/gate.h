@@ -50,8 +50,9 @@ TileConfig tiles_for_run(KernelFamily family, const AttnProblem& problem, int sm
                          int num_splits);
 
 // The tail split (tail_split.h) of a call of num_splits splits on `tiles`: active only for an
-// unsplit Hopper call without a causal mask, where plan_tail_split says it pays. The Hopper launcher derives the same from its own tiles and runs it only when the
-// caller gives the workspace this sizes (tail_workspace_bytes).
+// unsplit Hopper call without a causal mask, where plan_tail_split says it pays. The Hopper
+// launcher derives the same from its own tiles and runs it only when the caller gives the
+// workspace this sizes (tail_workspace_bytes).
 TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& problem,
                              const TileConfig& tiles, int sm_count, int num_splits);
 

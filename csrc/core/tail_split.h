@@ -119,7 +119,7 @@ inline TailSplit plan_tail_split(long long tiles, int key_blocks, int sm_count) 
 // 32 lanes x (d/2 O values + row max and row sum of the lane's two rows), fp32, lane-interleaved
 // float4s; then per (tail tile, consumer warpgroup, warp) a 32-bit arrival counter, cleared by
 // the launcher before each launch.
-FS_HOST_DEVICE inline long long tail_record_floats(int head_dim) {
+FS_HOST_DEVICE constexpr long long tail_record_floats(int head_dim) {
   return 32LL * (head_dim / 2 + 4);
 }
 FS_HOST_DEVICE inline long long tail_counters_offset_bytes(const TailSplit& t, int block_m,

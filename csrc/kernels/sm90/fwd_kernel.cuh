@@ -437,7 +437,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // 192-row d=128 kernel's wgmma for registers.)
   auto settle_tail_piece = [&](const TailPiece& f, float (&m)[2], float (&l)[2]) {
     constexpr int kWarps = Tiles::kConsumers * 4;
-    constexpr int kRecord = 32 * (D / 2 + 4) / 4;  // float4s: tail_record_floats(D) / 4
+    constexpr int kRecord = static_cast<int>(tail_record_floats(D) / 4);  // float4s
     const int warp = consumer * 4 + (threadIdx.x / 32) % 4;
     float4* const records = reinterpret_cast<float4*>(hp.tail_ws);
     auto record = [&](int k) {
