@@ -132,17 +132,20 @@ COMBINE_SPLITS_PER_CHUNK = 8
 # persistent_max_key_blocks key blocks, tall_pct_d128 at d=128), the cost of a tall row in % of
 # a base row; tall_min_sq, from where tall tiles may run with the mask and d=64 split calls
 # take them (where unless padded: ceil(sq / tall_m) * tall_m * pct < ceil(sq / base_m) *
-# base_m * 100); block_n and blocks_per_sm. Its tiles hold one query head's rows
+# base_m * 100); wide_m / wide_pct / wide_block_n, the wide tiles unsplit d=64 calls without
+# the mask may take; block_n and blocks_per_sm. Its tiles hold one query head's rows
 # (packs_heads = false).
 HOPPER_TILES = dict(head_dims=(64, 128), tall_min_sq=1536, base_m=128, tall_m=192, tall_pct=87,
                     tall_pct_causal=97, tall_pct_causal_long=88, tall_pct_d128=93,
+                    wide_m=256, wide_pct=95, wide_block_n=64,
                     persistent_max_key_blocks=32, block_n=128, blocks_per_sm=1)
 # tile_config.h's constants behind HOPPER_TILES' keys.
 HOPPER_CONSTANTS = dict(base_m="kHopperBaseRows", tall_m="kHopperTallRows",
                         tall_pct="kHopperTallPct", tall_pct_causal="kHopperTallPctCausal",
                         tall_pct_causal_long="kHopperTallPctCausalLong",
                         tall_pct_d128="kHopperTallPctD128", tall_min_sq="kHopperTallMinSq",
-                        block_n="kHopperBlockN",
+                        wide_m="kHopperWideRows", wide_pct="kHopperWidePct",
+                        wide_block_n="kHopperWideBlockN", block_n="kHopperBlockN",
                         persistent_max_key_blocks="kHopperPersistentMaxKeyBlocks")
 TABLE_SOURCE = "built-in copy"
 DEFAULT_CONSTANTS = ModelConstants()
@@ -181,13 +184,18 @@ def _parse_hopper_tiles(text):
             (block_m_body, "if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !tall_exists)"),
             (block_m_body, "pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);"),
             (_cpp_function(text, "constexpr int hopper_row_cost_pct(int head_dim"),
-             "if (head_dim != 64) return kHopperTallPctD128;\n  if (!causal) return "
+             "if (block_m == kHopperWideRows) return kHopperWidePct;\n  if (block_m != "
+             "kHopperTallRows) return 100;\n  if (head_dim != 64) return kHopperTallPctD128;\n  if (!causal) return "
              "kHopperTallPct;\n  return hopper_persistent(sk) ? kHopperTallPctCausal : "
              "kHopperTallPctCausalLong;"),
             (_cpp_function(text, "constexpr bool hopper_persistent(long long sk"),
              "(sk + kHopperBlockN - 1) / kHopperBlockN <= kHopperPersistentMaxKeyBlocks;"),
-            (block_m_body, "tall_waves * kHopperTallRows * pct < base_waves * kHopperBaseRows * "
-                           "100")):
+            (block_m_body, "base_cost = base_waves * kHopperBaseRows * 100;"),
+            (block_m_body, "tall_cost = tall_waves * kHopperTallRows * pct;"),
+            (block_m_body, "if (head_dim != 64 || causal) return narrower;"),
+            (block_m_body, "wide_cost = wide_waves * kHopperWideRows * kHopperWidePct;"),
+            (block_m_body, "return wide_cost < (tall_cost < base_cost ? tall_cost : base_cost) ? "
+                           "kHopperWideRows : narrower;")):
         if needle not in body:
             raise ValueError(f"tile_config.h's Hopper tile rule no longer has the mirrored form "
                              f"({needle})")
@@ -197,8 +205,11 @@ def _parse_hopper_tiles(text):
     if "block_m = hopper_block_m(head_dim, sq, causal, sk, heads, sm_count, num_splits);" not in \
             config_body:
         raise ValueError("hopper_tile_config no longer takes its rows from hopper_block_m")
+    if "block_n = block_m == kHopperWideRows ? kHopperWideBlockN : kHopperBlockN;" not in \
+            config_body:
+        raise ValueError("hopper_tile_config no longer gives wide tiles kHopperWideBlockN keys")
     blocks_per_sm, _m_tiles, packs = _groups(
-        r"TileConfig\{block_m, kHopperBlockN, 4 \+ block_m / 16, (\d+), (\d+), (true|false)\}",
+        r"TileConfig\{block_m, block_n, 4 \+ block_m / 16, (\d+), (\d+), (true|false)\}",
         config_body, "hopper_tile_config")
     if not head_dims or packs != "false":
         raise ValueError(f"hopper_tile_config: head dims {head_dims}, packs_heads {packs}")
@@ -302,6 +313,8 @@ def hopper_persistent(sk):
 def hopper_row_cost_pct(d, block_m, causal, sk):
     """Mirror of hopper_row_cost_pct: a row's cost on these tiles in % of a base-tile row."""
     t = HOPPER_TILES
+    if block_m == t["wide_m"]:
+        return t["wide_pct"]
     if block_m != t["tall_m"]:
         return 100
     if d != 64:
@@ -313,7 +326,8 @@ def hopper_row_cost_pct(d, block_m, causal, sk):
 
 def hopper_block_m(d, sq, causal, sk, heads=0, sms=0, num_splits=2):
     """Mirror of hopper_block_m: the tiles a call of num_splits splits runs; an unsplit call on
-    a grid of heads = b * h takes the height whose weighted waves are fewer."""
+    a grid of heads = b * h takes the height whose weighted waves are fewer (wide tiles only at
+    d=64 without the mask)."""
     t = HOPPER_TILES
     tall_exists = d in (64, 128) and (not causal or sq >= t["tall_min_sq"])
     if num_splits != 1 or heads <= 0 or sms <= 0 or not tall_exists:
@@ -321,8 +335,20 @@ def hopper_block_m(d, sq, causal, sk, heads=0, sms=0, num_splits=2):
     pct = hopper_row_cost_pct(d, t["tall_m"], causal, sk)
     base_waves = -(-heads * -(-sq // t["base_m"]) // sms)
     tall_waves = -(-heads * -(-sq // t["tall_m"]) // sms)
-    wins = tall_waves * t["tall_m"] * pct < base_waves * t["base_m"] * 100
-    return t["tall_m"] if wins else t["base_m"]
+    base_cost = base_waves * t["base_m"] * 100
+    tall_cost = tall_waves * t["tall_m"] * pct
+    narrower = t["tall_m"] if tall_cost < base_cost else t["base_m"]
+    if d != 64 or causal:
+        return narrower
+    wide_waves = -(-heads * -(-sq // t["wide_m"]) // sms)
+    wide_cost = wide_waves * t["wide_m"] * t["wide_pct"]
+    return t["wide_m"] if wide_cost < min(tall_cost, base_cost) else narrower
+
+
+def hopper_block_n(block_m):
+    """Mirror of hopper_tile_config's keys per block for tiles of block_m rows."""
+    t = HOPPER_TILES
+    return t["wide_block_n"] if block_m == t["wide_m"] else t["block_n"]
 
 
 def hopper_tiles(d, sq, causal, sk):
@@ -371,15 +397,18 @@ def model_num_splits(b, h, hk, sq, sk, d, sms, constants=None, tiles=None, kerne
     n_blocks = -(-sk // block_n)
     if grid <= 0 or n_blocks <= 1:
         return 1
-    split = ModelProblem(b, h, hk, sq, sk, d, sms, block_m, per_sm, kernel, grid, n_blocks)
+    split = ModelProblem(b, h, hk, sq, sk, d, sms, block_m, per_sm, kernel, grid, n_blocks,
+                         block_n)
     g = _cheapest_split(split, constants)
     if kernel != HOPPER or g <= 1:
         return g
     unsplit_m = hopper_block_m(d, sq, causal, sk, b * h, sms, 1)
     if unsplit_m == block_m:
         return g
+    unsplit_n = hopper_block_n(unsplit_m)
     unsplit = dataclasses.replace(split, block_m=unsplit_m,
-                                  grid=grid_blocks(b, h, hk, sq, unsplit_m, kernel))
+                                  grid=grid_blocks(b, h, hk, sq, unsplit_m, kernel),
+                                  block_n=unsplit_n, n_blocks=-(-sk // unsplit_n))
     split_us = modelled_split_us(split, g, constants) * \
         hopper_row_cost_pct(d, block_m, causal, sk)
     unsplit_us = modelled_split_us(unsplit, 1, constants) * \
@@ -401,6 +430,7 @@ class ModelProblem:
     kernel: str
     grid: int
     n_blocks: int
+    block_n: int = 128  # keys per block: the Hopper model's iteration is per 128 keys
 
 
 def slots_for(p, c):
@@ -415,7 +445,7 @@ def modelled_split_us(p, g, c):
     narrow = p.block_m <= NARROW_MAX_ROWS
     if p.kernel == HOPPER:
         per_128 = c.hopper_iteration_us_d64 if p.d <= 64 else c.hopper_iteration_us_d128
-        iteration = per_128 * p.block_m / 128.0
+        iteration = per_128 * p.block_m / 128.0 * p.block_n / HOPPER_TILES["block_n"]
     elif narrow:
         iteration = c.narrow_iteration_us
     else:

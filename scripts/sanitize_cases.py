@@ -56,12 +56,17 @@ MEMCHECK_CASES = [
          "contiguous", 192),
     Case("fp16-d128-causal-G1-hopper192", "fp16", 128, True, 1, 1536, 700, 12, 12, 1,
          "contiguous", 192),
+    # 256 rows (unsplit d=64 without the mask, four consumers over 64-key blocks) where they
+    # take fewer waves: 264 heads of 440 rows (528 tiles; the last tile's fourth consumer is all
+    # padding) against 520 keys (a part-masked last block).
+    Case("bf16-d64-full-G1-hopper256-padding", "bf16", 64, False, 8, 440, 520, 33, 33, 1,
+         "contiguous", 256),
     # The tail split (unsplit, no mask, more tiles than SMs; on 132 SMs): 133 tiles leave one,
-    # cut over 16 SMs; 288 tiles of 192 rows at d=64 leave 24 (up to 5 parts); 560 of 192 rows
+    # cut over 16 SMs; 576 tiles of 192 rows at d=64 leave 48 (up to 3 parts); 560 of 192 rows
     # at d=128 leave 32 (the fold in passes, for 160-register consumers).
     Case("bf16-d128-full-G1-hopper-tail-split-one", "bf16", 128, False, 1, 128, 8192, 133, 133,
          1, "contiguous", 128),
-    Case("fp16-d64-full-G1-hopper192-tail-split", "fp16", 64, False, 2, 700, 2200, 36, 36, 1,
+    Case("fp16-d64-full-G1-hopper192-tail-split", "fp16", 64, False, 2, 1500, 2200, 36, 36, 1,
          "contiguous", 192),
     Case("bf16-d128-full-G1-hopper192-tail-split", "bf16", 128, False, 2, 384, 2200, 140, 140,
          1, "contiguous", 192),
@@ -72,6 +77,8 @@ RACECHECK_CASES = [
     Case("race-bf16-d64-causal-G2-hopper", "bf16", 64, True, 1, 70, 200, 1, 1, 2, "contiguous"),
     Case("race-bf16-d64-causal-G1-hopper192", "bf16", 64, True, 1, 1536, 256, 12, 12, 1,
          "contiguous", 192),
+    Case("race-bf16-d64-full-G1-hopper256", "bf16", 64, False, 1, 512, 256, 48, 48, 1,
+         "contiguous", 256),
     Case("race-fp16-d64-G2-portable-wide", "fp16", 64, False, 1, 20, 300, 4, 1, 2, "contiguous"),
     Case("race-fp16-d128-decode-G2-narrow", "fp16", 128, False, 1, 1, 150, 4, 2, 2,
          "contiguous"),

@@ -96,14 +96,21 @@ def test_forward_honours_any_finite_softmax_scale(request, d, causal, scale, sq,
 # split calls the one the heuristic models. 576 heads of 700 rows at d=64 (3456 tiles of 128,
 # 2304 of 192), 64 heads of 2304 rows at d=128 and 12 causal heads of 1536 rows at d=128 (144
 # tiles of 128, two rounds, or 96 of 192, one) run 192 rows unsplit; 16 heads of 2048 rows at
-# d=64 (256 tiles of 128 or 176 of 192: two rounds either way) run 128 unsplit and 192 split.
-# 700 = 3 * 192 + 124: the last tile's third consumer sees only padding rows. 34 causal heads
+# d=64 (256 tiles of 128 or 176 of 192: two rounds either way, 128 of 256: one) run 256 rows
+# unsplit and 192 split. 700 = 3 * 192 + 124: the last tile's third consumer sees only padding
+# rows. 256 rows (four consumers, 64-key blocks; d=64 without the mask) also for 256 heads of
+# 512 rows (4 rounds of 256 against 6 of 192) and of 1000 rows against 1100 keys (a part-padded
+# fourth consumer, a part-masked last key block), and 264 heads of 440 rows (the last tile's
+# fourth consumer all padding). 34 causal heads
 # of 1536 rows at d=64 (408 tiles of 128, four rounds, or 272 of 192, three) run 192 rows
 # unsplit only over more than 4096 keys, where a tall row weighs 88% instead of 97%.
 TILE_GRIDS = {"d64-sq700": (16, 36, 700, 900, 64, False, 192, 128),
               "d128-sq2304": (4, 16, 2304, 2200, 128, False, 192, 128),
               "d128-causal-sq1536": (1, 12, 1536, 1600, 128, True, 192, 128),
-              "d64-sq2048-small": (1, 16, 2048, 2048, 64, False, 128, 192),
+              "d64-sq2048-small": (1, 16, 2048, 2048, 64, False, 256, 192),
+              "d64-sq512-wide": (8, 32, 512, 512, 64, False, 256, 128),
+              "d64-sq1000-wide": (8, 32, 1000, 1100, 64, False, 256, 128),
+              "d64-sq440-wide-padding": (8, 33, 440, 520, 64, False, 256, 128),
               "d64-causal-sk4096": (2, 17, 1536, 4096, 64, True, 128, 192),
               "d64-causal-sk4224": (2, 17, 1536, 4224, 64, True, 192, 192)}
 

@@ -189,8 +189,9 @@ TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count
 
 TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,
                              int sm_count, int num_splits) {
+  // Planned in 128-key blocks: the wide tiles' 64-key blocks run without it (fwd_launch.cuh).
   if (family != KernelFamily::kHopperWgmma || num_splits != 1 || p.causal || tiles.block_m <= 0 ||
-      tiles.block_n <= 0) {
+      tiles.block_n != kHopperBlockN) {
     return TailSplit{};
   }
   const long long tiles_total = forward_blocks(p.b, p.sq, p.h, p.hk, tiles);

@@ -20,9 +20,9 @@ bool is_narrow(const TileConfig& tiles) { return tiles.block_m <= kNarrowMaxRows
 
 // One key-block iteration of one thread block of these tiles, microseconds.
 double iteration_us(const TileConfig& tiles, int64_t d, const SplitHeuristicConstants& c) {
-  if (!tiles.packs_heads) {  // Hopper tiles: measured per 128 query rows
+  if (!tiles.packs_heads) {  // Hopper tiles: measured per 128 query rows and 128 keys
     const double per_128_rows = d <= 64 ? c.hopper_iteration_us_d64 : c.hopper_iteration_us_d128;
-    return per_128_rows * tiles.block_m / 128.0;
+    return per_128_rows * tiles.block_m / 128.0 * tiles.block_n / kHopperBlockN;
   }
   if (is_narrow(tiles)) return c.narrow_iteration_us;
   return d <= 64 ? c.portable_iteration_us_d64 : c.portable_iteration_us_d128;

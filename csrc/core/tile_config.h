@@ -62,10 +62,14 @@ constexpr bool hopper_persistent(long long sk) {
 
 // Rows per block of the Hopper kernel: 128 (two consumer warpgroups, ping-pong) or 192 (three
 // consumer warpgroups side by side), which run faster per row (H100, benchmarks/NOTES.md steps
-// 16 and 20-23) but fill the SMs in coarser steps. The constants are on lines of their own
-// because benchmarks/tune_num_splits.py reads them.
+// 16 and 20-23) but fill the SMs in coarser steps; and, for unsplit d=64 calls without the
+// mask, 256 (four consumers over 64-key blocks, kHopperWideBlockN: with 128-key blocks a
+// consumer needs ~122 registers and the block has 112; step 29). The constants are on lines of
+// their own because benchmarks/tune_num_splits.py reads them.
 constexpr int kHopperBaseRows = 128;
 constexpr int kHopperTallRows = 192;
+constexpr int kHopperWideRows = 256;
+constexpr int kHopperWideBlockN = 64;
 // Cost of a tall-tile row in % of a base-tile row: d=64 without the causal mask; d=64 with it,
 // on persistent tiles (at most kHopperPersistentMaxKeyBlocks key blocks) and on longer ones
 // (0.79-0.86 fitted from forced tiles at 6144-8192 rows, and split calls over 8k-128k keys run
@@ -76,6 +80,10 @@ constexpr int kHopperTallPct = 87;
 constexpr int kHopperTallPctCausal = 97;
 constexpr int kHopperTallPctCausalLong = 88;
 constexpr int kHopperTallPctD128 = 93;
+// Cost of a wide-tile row (d=64 without the mask), fitted to forced tiles at 256-8192 rows:
+// 6-9% more than a tall row, so wide tiles win only where they pad less or fill fewer waves
+// (512 and 1024 rows: +3-6%; benchmarks/NOTES.md step 29).
+constexpr int kHopperWidePct = 95;
 // From this many query rows tall tiles may run with the mask too (below it base tiles win with
 // the mask by up to 24% at d=64 and 11% at d=128), and split calls at d=64 run them there.
 constexpr int kHopperTallMinSq = 1536;
@@ -84,6 +92,7 @@ constexpr int kHopperTallMinSq = 1536;
 // time model is per 128 rows, so tall tiles' modelled times are weighted by this to compare
 // them).
 constexpr int hopper_row_cost_pct(int head_dim, int block_m, bool causal, long long sk) {
+  if (block_m == kHopperWideRows) return kHopperWidePct;
   if (block_m != kHopperTallRows) return 100;
   if (head_dim != 64) return kHopperTallPctD128;
   if (!causal) return kHopperTallPct;
@@ -108,7 +117,8 @@ constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal, long
 // row-count rule alone cannot do this: tall tiles win 5-15% per row on a full grid
 // and lose up to 30% on a grid of one or two waves (2048 rows of 16 heads at d=64: 176 tiles
 // of 192 take two rounds, as 256 of 128 do). heads or sm_count 0: the grid is unknown, so
-// hopper_split_block_m.
+// hopper_split_block_m. Wide tiles (d=64 without the mask) then win where their weighted waves
+// are fewer still.
 constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long sk,
                              long long heads = 0, int sm_count = 0, int num_splits = 2) {
   const bool tall_exists =
@@ -120,21 +130,28 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
   const long long tall_tiles = heads * ((sq + kHopperTallRows - 1) / kHopperTallRows);
   const long long base_waves = (base_tiles + sm_count - 1) / sm_count;
   const long long tall_waves = (tall_tiles + sm_count - 1) / sm_count;
-  return tall_waves * kHopperTallRows * pct < base_waves * kHopperBaseRows * 100
-             ? kHopperTallRows
-             : kHopperBaseRows;
+  const long long base_cost = base_waves * kHopperBaseRows * 100;
+  const long long tall_cost = tall_waves * kHopperTallRows * pct;
+  const int narrower = tall_cost < base_cost ? kHopperTallRows : kHopperBaseRows;
+  if (head_dim != 64 || causal) return narrower;
+  const long long wide_tiles = heads * ((sq + kHopperWideRows - 1) / kHopperWideRows);
+  const long long wide_waves = (wide_tiles + sm_count - 1) / sm_count;
+  const long long wide_cost = wide_waves * kHopperWideRows * kHopperWidePct;
+  return wide_cost < (tall_cost < base_cost ? tall_cost : base_cost) ? kHopperWideRows : narrower;
 }
 
 // Tiles of the Hopper (wgmma) kernel: block_m query rows of one head in consumer warpgroups of
-// 64 rows plus a TMA producer warpgroup, 128-key blocks, one block per SM (shared memory:
-// 160 KB of Q and K/V stages at d=128; registers: 232 per consumer thread with two consumers).
+// 64 rows plus a TMA producer warpgroup, 128-key blocks (64 on wide tiles), one block per SM
+// (shared memory: 160 KB of Q and K/V stages at d=128; registers: 232 per consumer thread with
+// two consumers).
 // Without heads, sm_count and num_splits: the split calls' tiles, which the heuristic models.
 constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bool causal = false,
                                         long long sk = 1 << 20, long long heads = 0,
                                         int sm_count = 0, int num_splits = 2) {
   if (head_dim != 64 && head_dim != 128) return TileConfig{0, 0, 0, 0};
   const int block_m = hopper_block_m(head_dim, sq, causal, sk, heads, sm_count, num_splits);
-  return TileConfig{block_m, kHopperBlockN, 4 + block_m / 16, 1, 1, false};
+  const int block_n = block_m == kHopperWideRows ? kHopperWideBlockN : kHopperBlockN;
+  return TileConfig{block_m, block_n, 4 + block_m / 16, 1, 1, false};
 }
 
 // The Hopper kernel does not pack heads, so it wastes rows where the portable kernel would

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "gate.h"
 #include "split_heuristic.h"
@@ -374,17 +376,23 @@ TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
     return tiles_for_run(KernelFamily::kHopperWgmma, p, sms, g).block_m;
   };
   p.b = 32; p.sq = p.sk = 512;  // 4096 tiles of 128 (32 waves) vs 3072 of 192 (24 waves)
-  EXPECT_EQ(run_m(132, 1), 192);
+  EXPECT_EQ(run_m(132, 1), 256) << "2048 tiles of 256 (16 waves): 16 * 2 * 0.95 < 24 * 1.5 * 0.87";
+  p.causal = true;
+  EXPECT_EQ(run_m(132, 1), 128) << "with the mask: no wide tiles, no tall ones below 1536 rows";
+  p.causal = false;
   EXPECT_EQ(run_m(132, 2), 128) << "split calls run the modelled tiles";
   EXPECT_EQ(run_m(0, 1), 128) << "no SM count: the grid is unknown";
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
   p.b = 21; p.sq = p.sk = 768;  // 31 waves vs 21: 21 * 1.5 * 0.87 = 27.4
   EXPECT_EQ(run_m(132, 1), 192);
   p.b = 4; p.h = p.hk = 16; p.sq = p.sk = 512;  // 256 tiles (2 waves) vs 192 (2): 2.6 > 2
-  EXPECT_EQ(run_m(132, 1), 128);
+  EXPECT_EQ(run_m(132, 1), 256) << "128 tiles of 256 rows, one wave: 1.9 < 2";
   p.b = 1; p.sq = p.sk = 2048;  // 256 tiles vs 176: both 2 waves; the split tiles are 192
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
-  EXPECT_EQ(run_m(132, 1), 128);
+  EXPECT_EQ(run_m(132, 1), 256) << "128 tiles of 256 rows, one wave";
+  p.h = p.hk = 17;  // 136 tiles of 256 (2 waves) vs 272 of 128 (3) and 187 of 192 (2)
+  EXPECT_EQ(run_m(132, 1), 192);
+  p.h = p.hk = 16;
   EXPECT_EQ(run_m(132, 3), 192);
   p.sq = p.sk = 1536;  // 192 tiles of 128 (2 waves) vs 128 of 192 (1 wave)
   EXPECT_EQ(run_m(132, 1), 192);
@@ -413,6 +421,38 @@ TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
   EXPECT_EQ(hopper_block_m(64, 4096, true, 4096, 4 * 32, 132, 1), 128);
   EXPECT_EQ(hopper_block_m(64, 8192, true, 8192, 2 * 32, 132, 1), 192);
   EXPECT_EQ(hopper_block_m(64, 2048, true, 65536, 16, 132, 3), 192);
+}
+
+TEST(GateFamily, WideTilesOnlyForUnsplitD64CallsWithoutMask) {
+  // 256-row tiles (four consumers, 64-key blocks) at 95% of a base row's cost: they win where
+  // the 192-row tiles pad or fill more waves (bench_seqlen's d=64 points at 512 and 1024 rows),
+  // and lose where those do not (768, 1536, and 2048 rows of 256 heads: 16 waves * 2 * 0.95 >
+  // 22 * 1.5 * 0.87).
+  AttnProblem p = long_sequence_problem();
+  p.d = 64; p.h = p.hk = 32;
+  const auto run = [&](int g) { return tiles_for_run(KernelFamily::kHopperWgmma, p, 132, g); };
+  for (const auto& [b, sq, want] : std::vector<std::tuple<int, int, int>>{
+           {32, 512, 256}, {16, 1024, 256}, {21, 768, 192}, {10, 1536, 192}, {8, 2048, 192},
+           {4, 4096, 192}, {2, 2048, 256}, {64, 256, 256}, {42, 384, 192}}) {
+    p.b = b; p.sq = p.sk = sq;
+    const TileConfig t = run(1);
+    EXPECT_EQ(t.block_m, want) << "b=" << b << " sq=" << sq;
+    EXPECT_EQ(t.block_n, want == 256 ? 64 : 128) << "b=" << b << " sq=" << sq;
+    EXPECT_EQ(t.warps, 4 + want / 16);
+  }
+  p.b = 32; p.sq = p.sk = 512;
+  EXPECT_NE(run(2).block_m, 256) << "split calls run the modelled tiles";
+  EXPECT_FALSE(tail_split_for_run(KernelFamily::kHopperWgmma, p, run(1), 132, 1).active())
+      << "the tail split is planned in 128-key blocks";
+  p.causal = true;
+  EXPECT_NE(run(1).block_m, 256) << "with the mask";
+  p.causal = false;
+  p.d = 128;
+  EXPECT_NE(run(1).block_m, 256) << "at d=128";
+  // The same rule where the launcher reads it, and the row cost the split choice weighs.
+  EXPECT_EQ(hopper_block_m(64, 1024, false, 1024, 16 * 32, 132, 1), 256);
+  EXPECT_EQ(hopper_block_m(64, 1024, false, 1024, 16 * 32, 132, 2), 128);
+  EXPECT_EQ(hopper_row_cost_pct(64, 256, false, 1024), kHopperWidePct);
 }
 
 TEST(GateFamily, TailSplitOnlyForUnsplitHopperCallsWithoutMask) {

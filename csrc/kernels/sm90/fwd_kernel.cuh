@@ -1,9 +1,10 @@
 // Hopper forward (sm_90a): TMA loads, wgmma, warp specialisation.
 //
-// A thread block runs one producer warpgroup and two or three consumer warpgroups of 64 query
-// rows (a tile of 128 or 192 rows of one query head), and works through tiles = (query tile,
-// split, batch * head): one tile per block, or, where tiles are short, one block per SM walking
-// them in snake order (persistent; see hopper_persistent in core/tile_config.h).
+// A thread block runs one producer warpgroup and two, three or four consumer warpgroups of 64
+// query rows (a tile of 128, 192 or 256 rows of one query head; 128-key blocks, 64 with four
+// consumers), and works through tiles = (query tile, split, batch * head): one tile per block,
+// or, where tiles are short, one block per SM walking them in snake order (persistent; see
+// hopper_persistent in core/tile_config.h).
 //
 // The producer is one thread issuing TMA loads of each tile's Q and of K and V per key block
 // into a ring of kStages stages; every load completes on a "full" mbarrier, and the producer
@@ -64,12 +65,13 @@ struct HopperFwdParams {
 
 // The shipped shapes come from hopper_tile_config; the other parameters exist so benchmarks of
 // alternatives (rows per block, overlap on or off) need no edit here.
-template <int D, int BlockM, bool Overlap, bool PingPong, int QStages, bool Carry>
+template <int D, int BlockM, bool Overlap, bool PingPong, int QStages, bool Carry,
+          int BlockN = kHopperBlockN>
 struct HopperTiles {
   static constexpr int kBlockM = BlockM;
-  static constexpr int kBlockN = hopper_tile_config(D).block_n;
+  static constexpr int kBlockN = BlockN;
   // Overlap a block's S = Q K^T and softmax with the previous block's P V (measured: helps with
-  // two consumers, hurts with three; benchmarks/NOTES.md).
+  // two consumers, hurts with three and with four; benchmarks/NOTES.md).
   static constexpr bool kOverlap = Overlap;
   // Two consumer warpgroups take turns issuing their GEMMs (named barriers), so one's softmax
   // runs while the other's GEMMs use the tensor cores.
@@ -85,7 +87,8 @@ struct HopperTiles {
   static constexpr bool kApproxRowScale = PingPong;
   static constexpr int kConsumers = kBlockM / 64;           // warpgroups of 64 rows
   static constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
-  static constexpr int kStages = D == 64 ? 3 : 2;
+  // The K/V ring holds as many keys with 64-key blocks as with 128-key ones.
+  static constexpr int kStages = (D == 64 ? 3 : 2) * 128 / BlockN;
   static constexpr int kSlabs = D / 64;
   static constexpr int kSlabBytesQ = kBlockM * 128;
   static constexpr int kSlabBytesKV = kBlockN * 128;
@@ -105,12 +108,16 @@ struct HopperTiles {
   static constexpr int kSmemBytes =
       1024 + kQStages * kTileBytesQ + 2 * kStages * kTileBytesKV + kTileBytesO + kBarrierBytes;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block on sm_90");
-  // setmaxnreg budgets: 128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 64K.
-  static constexpr int kProducerRegs = kConsumers == 2 ? 40 : 32;
-  static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
-  static_assert(kBlockN == 128, "wgmma_qk is written for 128-key blocks");
+  // setmaxnreg budgets: 128 * kProducerRegs + 128 * kConsumers * kConsumerRegs within the
+  // block's registers (four consumers: 640 threads of 96 at launch, so 112 each).
+  static constexpr int kProducerRegs = kConsumers == 2 ? 40 : kConsumers == 3 ? 32 : 24;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : kConsumers == 3 ? 160 : 112;
+  static_assert(kBlockN == 128 || kBlockN == 64, "wgmma_qk has 128- and 64-key blocks");
   static_assert(kBlockM % 64 == 0 && kConsumers >= 1, "consumers own 64 rows each");
-  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536,
+  // setmaxnreg moves registers within the block's launch allocation (the launch bound's count,
+  // a multiple of 8, per thread); asking for more than it holds waits forever.
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= kThreads * kLaunchRegs,
                 "register budget of one block");
 };
 
@@ -296,8 +303,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t offset = (kk % 4) * 32u;
-      wgmma_qk<Elem>(s, desc_k_major(q_addr + (kk / 4) * Tiles::kSlabBytesQ + offset),
-                     desc_k_major(k_addr + (kk / 4) * Tiles::kSlabBytesKV + offset), kk > 0);
+      const uint64_t desc_q = desc_k_major(q_addr + (kk / 4) * Tiles::kSlabBytesQ + offset);
+      const uint64_t desc_k = desc_k_major(k_addr + (kk / 4) * Tiles::kSlabBytesKV + offset);
+      wgmma_qk<Elem>(s, desc_q, desc_k, kk > 0);
     }
     wgmma_commit();
   };

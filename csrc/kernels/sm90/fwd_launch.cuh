@@ -26,7 +26,9 @@ void launch_variant(HopperFwdParams hp, gpuStream_t stream, bool persistent) {
     throw std::runtime_error("flashsplit: a persistent launch needs AttnFwdParams::sm_count, got " +
                              std::to_string(p.sm_count));
   }
-  if constexpr (!Causal && !Split) {
+  // The tail split is planned in 128-key blocks (core/tail_split.h, gate.cpp); wide tiles' 64-key
+  // blocks run without it.
+  if constexpr (!Causal && !Split && Tiles::kBlockN == kHopperBlockN) {
     if (p.tail_ws != nullptr) {
       hp.tail = plan_tail_split(tiles, ceil_div(p.sk, Tiles::kBlockN), p.sm_count);
       const size_t needed = tail_workspace_bytes(hp.tail, Tiles::kBlockM, D);
@@ -54,7 +56,7 @@ void launch_variant(HopperFwdParams hp, gpuStream_t stream, bool persistent) {
   hp.by_group = FastDivmod(p.h / p.hk);
   kernel<<<blocks, Tiles::kThreads, Tiles::kSmemBytes, stream>>>(hp);
   FS_LAUNCH_CHECK("hopper_fwd_kernel launch");
-  if constexpr (!Causal && !Split) {
+  if constexpr (!Causal && !Split && Tiles::kBlockN == kHopperBlockN) {
     if (hp.tail.active()) {
       // The pieces, one block per chunk, each starting as an SM leaves the main kernel.
       auto tail_kernel = hopper_fwd_kernel<Elem, D, false, false, Tiles, true>;
@@ -110,7 +112,7 @@ void launch_with_tiles(const AttnFwdParams& params, gpuStream_t stream, bool per
 // is written for two); two Q buffers at d=64, one at d=128 (two do not fit beside the K/V
 // stages and the output staging).
 template <int D>
-struct WideTiles {
+struct TallTiles {
   template <bool Causal>
   using For = HopperTiles<D, 192, false, false, D == 64 ? 2 : 1, false>;
 };
@@ -124,15 +126,33 @@ struct PingPongTiles {
   using For = HopperTiles<D, 128, true, true, 2, Causal || D == 64>;
 };
 
+// Where hopper_block_m picks 256 rows (unsplit d=64 calls without the mask): four consumers
+// side by side over 64-key blocks (at 128 keys a consumer needs ~122 registers; four get 112
+// each), six stages of the K/V ring, so it holds as many keys as three of 128.
+using WideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false, kHopperWideBlockN>;
+
 // Rows per block follow hopper_block_m with the plan's inputs (the keys, the grid's b * h, the
 // device's SMs and G), as the planner's tiles_for_run did.
 template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
   const bool persistent = hopper_persistent(params.sk);
   const long long heads = static_cast<long long>(params.b) * params.h;
-  if (hopper_block_m(D, params.sq, params.causal, params.sk, heads, params.sm_count,
-                     params.num_splits) == kHopperTallRows) {
-    return launch_with_tiles<Elem, D, WideTiles<D>>(params, stream, persistent);
+  const int block_m = hopper_block_m(D, params.sq, params.causal, params.sk, heads,
+                                     params.sm_count, params.num_splits);
+  if (block_m == kHopperWideRows) {
+    if constexpr (D == 64) {
+      // Only this one form exists: hopper_block_m takes wide tiles for nothing else.
+      if (params.causal || params.num_splits != 1) {
+        throw std::logic_error("flashsplit: wide Hopper tiles are for unsplit calls without mask");
+      }
+      return launch_variant<Elem, D, false, false, WideTiles>(
+          make_hopper_params<D, WideTiles>(params), stream, persistent);
+    }
+    throw std::logic_error("flashsplit: wide Hopper tiles are for d=64, got d=" +
+                           std::to_string(D));
+  }
+  if (block_m == kHopperTallRows) {
+    return launch_with_tiles<Elem, D, TallTiles<D>>(params, stream, persistent);
   }
   launch_with_tiles<Elem, D, PingPongTiles<D>>(params, stream, persistent);
 }

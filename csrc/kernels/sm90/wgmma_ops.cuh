@@ -63,6 +63,19 @@ namespace sm90 {
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d)); \
   }
 
+// D[64 x 64] (+)= A[64 x 16] * B[16 x 64]; A and B both K-major in shared memory.
+#define FS_DEFINE_WGMMA_M64N64K16_SS(SUFFIX, TY)                                              \
+  __device__ __forceinline__ void wgmma_m64n64k16_ss_##SUFFIX(float (&d)[32], uint64_t desc_a, \
+                                                           uint64_t desc_b, int scale_d) {  \
+    FS_WGMMA_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " \
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+                 "%32, %33, p, 1, 1, 0, 0;\n}\n" \
+                 : FS_WGMMA_ACC32(d) \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)); \
+  }
+
 // D[64 x 64] (+)= A[64 x 16] * B[16 x 64]; A from registers (per warp, the m16k16 fragment of
 // mma.sync), B MN-major (transposed) in shared memory. scale_d == 0 overwrites D.
 #define FS_DEFINE_WGMMA_M64N64K16_RS(SUFFIX, TY)                                              \
@@ -95,20 +108,26 @@ namespace sm90 {
 
 FS_DEFINE_WGMMA_M64N128K16_SS(bf16, "bf16")
 FS_DEFINE_WGMMA_M64N128K16_SS(f16, "f16")
+FS_DEFINE_WGMMA_M64N64K16_SS(bf16, "bf16")
+FS_DEFINE_WGMMA_M64N64K16_SS(f16, "f16")
 FS_DEFINE_WGMMA_M64N64K16_RS(bf16, "bf16")
 FS_DEFINE_WGMMA_M64N64K16_RS(f16, "f16")
 FS_DEFINE_WGMMA_M64N128K16_RS(bf16, "bf16")
 FS_DEFINE_WGMMA_M64N128K16_RS(f16, "f16")
 
-// The two GEMMs of the forward by element type: S = Q K^T over one 128-key block, and
-// O += P V with O of D columns.
-template <class Elem>
-__device__ __forceinline__ void wgmma_qk(float (&s)[64], uint64_t desc_q, uint64_t desc_k,
+// The two GEMMs of the forward by element type: S = Q K^T over one key block of 128 or 64 keys
+// (S of BN / 2 registers), and O += P V with O of D columns.
+template <class Elem, int N>
+__device__ __forceinline__ void wgmma_qk(float (&s)[N], uint64_t desc_q, uint64_t desc_k,
                                          int scale_d) {
-  if constexpr (std::is_same<Elem, gpu_bf16_t>::value) {
-    wgmma_m64n128k16_ss_bf16(s, desc_q, desc_k, scale_d);
+  static_assert(N == 64 || N == 32, "wgmma_qk is instantiated for 128- and 64-key blocks");
+  constexpr bool kBf16 = std::is_same<Elem, gpu_bf16_t>::value;
+  if constexpr (N == 64) {
+    kBf16 ? wgmma_m64n128k16_ss_bf16(s, desc_q, desc_k, scale_d)
+          : wgmma_m64n128k16_ss_f16(s, desc_q, desc_k, scale_d);
   } else {
-    wgmma_m64n128k16_ss_f16(s, desc_q, desc_k, scale_d);
+    kBf16 ? wgmma_m64n64k16_ss_bf16(s, desc_q, desc_k, scale_d)
+          : wgmma_m64n64k16_ss_f16(s, desc_q, desc_k, scale_d);
   }
 }
 
