@@ -132,3 +132,22 @@ def test_unsplit_calls_pick_tiles_by_waves(request, dtype, grid):
             assert decision["block_m"] == block_m, f"{what}: {decision}"
         out, lse = fs_forward(q, k, v, causal, num_splits)
         assert_matches_reference(out, lse, q, k, refs, causal, what)
+
+
+@requires_native
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_wide_tiles_with_grouped_kv_heads_and_negative_scale(request, dtype):
+    """256-row tiles (four consumers, 64-key blocks) read each K/V head for its group of four
+    query heads, and keep the sign of a negative softmax scale: 256 heads of 512 rows against
+    600 keys (a part-masked last key block) run them on 132 SMs."""
+    b, h, hk, sq, sk, d = 8, 32, 8, 512, 600, 64
+    q, k, v = rand_qkv(generator_for(request), b, sq, sk, h, hk, d, dtype)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for scale in (None, -0.1):
+        what = f"b={b} h={h}/{hk} sq={sq} sk={sk} scale={scale}"
+        decision = assert_native(q, k, v, False, 1)
+        if decision["kernel"] == "hopper_wgmma" and sms == 132:
+            assert (decision["block_m"], decision["block_n"]) == (256, 64), f"{what}: {decision}"
+        refs = references(q, k, v, causal=False, softmax_scale=scale)
+        out, lse = fs_forward(q, k, v, False, 1, softmax_scale=scale)
+        assert_matches_reference(out, lse, q, k, refs, False, what)
