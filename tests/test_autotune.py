@@ -212,7 +212,7 @@ def test_unwritable_cache_dir_warns_and_keeps_the_choice_in_memory(tmp_path, mon
 # ---------------------------------------------------------------- choose_num_splits (entry)
 
 NATIVE_DECISION = {"path": "native", "num_splits": 8, "kernel": "hopper_wgmma", "reason": "",
-                   "block_m": 128, "block_n": 128}
+                   "block_m": 128, "block_n": 128, "split_block_n": 128}
 
 
 def _never(fn):
@@ -263,6 +263,29 @@ def test_choose_num_splits_times_the_real_forward_per_g(monkeypatch):
     short_k = k[:, :4100]  # same bucket (sk <= 8192), 33 key blocks
     assert autotune.choose_num_splits(q, short_k, short_k, 0.125, True, NATIVE_DECISION,
                                       _never) == 33
+
+
+def test_candidates_follow_the_split_tiles_key_blocks(monkeypatch):
+    """An unsplit call on wide Hopper tiles (64-key blocks) is tuned over the G that split calls
+    can run: they clamp G to their own 128-key blocks, so neither a candidate nor the answer
+    goes past those."""
+    ran = []
+    monkeypatch.setattr(autotune, "timing_blocker", lambda q: None)
+    monkeypatch.setattr(autotune, "device_label", lambda device: LABEL)
+    monkeypatch.setattr(autotune, "_on_device", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(_native, "native_forward",
+                        lambda q, k, v, scale, causal, g: ran.append(g))
+
+    def timer(fn):  # more splits always time faster here
+        fn()
+        return 1.0 / ran[-1]
+
+    wide = dict(NATIVE_DECISION, num_splits=1, block_m=256, block_n=64, split_block_n=128)
+    q = torch.empty(1, 512, 4, 64, dtype=torch.bfloat16)
+    k = torch.empty(1, 4000, 4, 64, dtype=torch.bfloat16)  # 32 key blocks of 128, 63 of 64
+    g = autotune.choose_num_splits(q, k, k, 0.125, False, wide, timer)
+    assert sorted(ran) == autotune.candidate_splits(1, 4000, 128)
+    assert max(ran) <= 32 and g == 32
 
 
 # ------------------------------------------------------------------ the hook in attn_fwd

@@ -37,7 +37,7 @@ def batch_for(sq, sk):
 def check_split_count(decision, requested, sk, causal, what):
     """The G explain reports is what must run: 1 for G = 1, the request clamped to the number
     of key blocks for G >= 2, and anything in [1, key blocks] for the heuristic."""
-    n_blocks = key_blocks(sk, decision["block_n"])
+    n_blocks = key_blocks(sk, decision["split_block_n"])
     g = decision["num_splits"]
     assert 1 <= g <= max(1, n_blocks), f"{what}: G={g} outside [1, {n_blocks} key blocks]"
     if requested == 1:

@@ -38,6 +38,7 @@ pybind11::dict explain(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   d["reason"] = plan.gate.reason;
   d["block_m"] = plan.tiles.block_m;
   d["block_n"] = plan.tiles.block_n;
+  d["split_block_n"] = plan.split_block_n;
   // What the heuristic weighed: thread blocks per split, and how many fit on one SM.
   d["grid_blocks"] = plan.gate.ok ? forward_blocks(q.size(0), q.size(1), q.size(2), k.size(2),
                                                    plan.tiles)

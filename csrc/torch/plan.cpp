@@ -138,6 +138,7 @@ Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   int requested = static_cast<int>(std::min<int64_t>(num_splits, 1 << 20));
   plan.num_splits = resolve_splits_for(plan.gate.family, problem, device, requested);
   plan.tiles = tiles_for_run(plan.gate.family, problem, device.sm_count, plan.num_splits);
+  plan.split_block_n = tiles_for(plan.gate.family, problem).block_n;
   if (!tail_split_disabled_by_env()) {
     plan.tail = tail_split_for_run(plan.gate.family, problem, plan.tiles, device.sm_count,
                                    plan.num_splits);

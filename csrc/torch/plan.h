@@ -21,6 +21,9 @@ struct Plan {
   GateDecision gate;
   int num_splits = 1;  // G that runs (1 on the reference path)
   TileConfig tiles{0, 0, 0, 0};
+  // Keys per block of this call's tiles with G >= 2 (the tiles the heuristic models), which
+  // clamp a requested G; an unsplit call's own tiles may take fewer (wide Hopper tiles).
+  int split_block_n = 0;
   DeviceInfo device;  // what the gate and the heuristic saw; the launch uses its SMs and cc
   TailSplit tail;     // the last round spread over every SM (core/tail_split.h), if active
 };

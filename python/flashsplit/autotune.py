@@ -275,7 +275,9 @@ def choose_num_splits(q, k, v, softmax_scale, causal, decision, timer=cuda_event
         return heuristic_g
     bucket = bucket_key(q, k, causal, decision["kernel"])
     sk = k.shape[1]
-    candidates = candidate_splits(heuristic_g, sk, decision["block_n"])
+    # G >= 2 runs the split tiles, whose key blocks clamp G (an unsplit call's may be smaller).
+    block_n = decision["split_block_n"]
+    candidates = candidate_splits(heuristic_g, sk, block_n)
 
     def run(g):
         return _native.native_forward(q, k, v, softmax_scale, causal, g)
@@ -286,4 +288,4 @@ def choose_num_splits(q, k, v, softmax_scale, causal, decision, timer=cuda_event
         return heuristic_g
     # The bucket spans sk up to twice this call's; G beyond this call's key blocks means the
     # same as the clamped value, so say so.
-    return min(best, key_blocks(sk, decision["block_n"]))
+    return min(best, key_blocks(sk, block_n))
