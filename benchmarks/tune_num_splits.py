@@ -740,10 +740,12 @@ def model_chooser(constants):
         block_m, block_n, per_sm = model_tiles_for(sq, h, hk, d, kernel,
                                                    str(info["causal"]) == "True", sk)
         # The measured tiles (explain's block_m / block_n) win over the model's table, except
-        # a Hopper row's block_m: explain reports the tiles that ran, and an unsplit call may
-        # run other tiles than the split calls' ones the heuristic models.
+        # on a Hopper row: explain reports the tiles that ran, and an unsplit call may run
+        # other tiles than the split calls' ones the heuristic models (wide tiles: other rows
+        # and 64-key blocks).
         measured_m = int(info["block_m"]) if kernel != HOPPER else 0
-        tiles = (measured_m or block_m, int(info["block_n"]) or block_n, per_sm)
+        measured_n = int(info["block_n"]) if kernel != HOPPER else 0
+        tiles = (measured_m or block_m, measured_n or block_n, per_sm)
         return model_num_splits(b, h, hk, sq, sk, d, int(info["sms"]), constants, tiles, kernel,
                                 str(info["causal"]) == "True")
     return choose
