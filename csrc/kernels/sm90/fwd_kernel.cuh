@@ -303,9 +303,8 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t offset = (kk % 4) * 32u;
-      const uint64_t desc_q = desc_k_major(q_addr + (kk / 4) * Tiles::kSlabBytesQ + offset);
-      const uint64_t desc_k = desc_k_major(k_addr + (kk / 4) * Tiles::kSlabBytesKV + offset);
-      wgmma_qk<Elem>(s, desc_q, desc_k, kk > 0);
+      wgmma_qk<Elem>(s, desc_k_major(q_addr + (kk / 4) * Tiles::kSlabBytesQ + offset),
+                     desc_k_major(k_addr + (kk / 4) * Tiles::kSlabBytesKV + offset), kk > 0);
     }
     wgmma_commit();
   };
