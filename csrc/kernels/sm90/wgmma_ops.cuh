@@ -7,8 +7,9 @@
 // wgmma_commit() + wgmma_wait<N>() after, then fences the accumulator registers
 // (fence_accumulators) so the compiler cannot read them before the wait.
 //
-// The bfloat16 and float16 forms differ only in the type named in the instruction, so each
-// shape is written once as a macro and stamped for both.
+// Each operand form (A in shared memory or in registers) is written once as a macro, stamped per
+// N (64 or 128 columns of D) and element type (the bfloat16 and float16 forms differ only in
+// the type named in the instruction).
 #pragma once
 
 #include <cstdint>
@@ -31,89 +32,67 @@ namespace sm90 {
   } while (0)
 #endif
 
-#define FS_WGMMA_ACC64(d) \
-  "+f"((d)[0]), "+f"((d)[1]), "+f"((d)[2]), "+f"((d)[3]), "+f"((d)[4]), "+f"((d)[5]), "+f"((d)[6]), "+f"((d)[7]), \
-  "+f"((d)[8]), "+f"((d)[9]), "+f"((d)[10]), "+f"((d)[11]), "+f"((d)[12]), "+f"((d)[13]), "+f"((d)[14]), "+f"((d)[15]), \
-  "+f"((d)[16]), "+f"((d)[17]), "+f"((d)[18]), "+f"((d)[19]), "+f"((d)[20]), "+f"((d)[21]), "+f"((d)[22]), "+f"((d)[23]), \
-  "+f"((d)[24]), "+f"((d)[25]), "+f"((d)[26]), "+f"((d)[27]), "+f"((d)[28]), "+f"((d)[29]), "+f"((d)[30]), "+f"((d)[31]), \
-  "+f"((d)[32]), "+f"((d)[33]), "+f"((d)[34]), "+f"((d)[35]), "+f"((d)[36]), "+f"((d)[37]), "+f"((d)[38]), "+f"((d)[39]), \
-  "+f"((d)[40]), "+f"((d)[41]), "+f"((d)[42]), "+f"((d)[43]), "+f"((d)[44]), "+f"((d)[45]), "+f"((d)[46]), "+f"((d)[47]), \
-  "+f"((d)[48]), "+f"((d)[49]), "+f"((d)[50]), "+f"((d)[51]), "+f"((d)[52]), "+f"((d)[53]), "+f"((d)[54]), "+f"((d)[55]), \
-  "+f"((d)[56]), "+f"((d)[57]), "+f"((d)[58]), "+f"((d)[59]), "+f"((d)[60]), "+f"((d)[61]), "+f"((d)[62]), "+f"((d)[63])
-
 #define FS_WGMMA_ACC32(d) \
   "+f"((d)[0]), "+f"((d)[1]), "+f"((d)[2]), "+f"((d)[3]), "+f"((d)[4]), "+f"((d)[5]), "+f"((d)[6]), "+f"((d)[7]), \
   "+f"((d)[8]), "+f"((d)[9]), "+f"((d)[10]), "+f"((d)[11]), "+f"((d)[12]), "+f"((d)[13]), "+f"((d)[14]), "+f"((d)[15]), \
   "+f"((d)[16]), "+f"((d)[17]), "+f"((d)[18]), "+f"((d)[19]), "+f"((d)[20]), "+f"((d)[21]), "+f"((d)[22]), "+f"((d)[23]), \
   "+f"((d)[24]), "+f"((d)[25]), "+f"((d)[26]), "+f"((d)[27]), "+f"((d)[28]), "+f"((d)[29]), "+f"((d)[30]), "+f"((d)[31])
 
-// D[64 x 128] (+)= A[64 x 16] * B[16 x 128]; A and B both K-major in shared memory.
-// scale_d == 0 overwrites D instead of accumulating.
-#define FS_DEFINE_WGMMA_M64N128K16_SS(SUFFIX, TY)                                              \
-  __device__ __forceinline__ void wgmma_m64n128k16_ss_##SUFFIX(float (&d)[64], uint64_t desc_a, \
-                                                            uint64_t desc_b, int scale_d) {  \
-    FS_WGMMA_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " \
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
-                 "%64, %65, p, 1, 1, 0, 0;\n}\n" \
-                 : FS_WGMMA_ACC64(d) \
+#define FS_WGMMA_ACC64(d) \
+  FS_WGMMA_ACC32(d), \
+  "+f"((d)[32]), "+f"((d)[33]), "+f"((d)[34]), "+f"((d)[35]), "+f"((d)[36]), "+f"((d)[37]), "+f"((d)[38]), "+f"((d)[39]), \
+  "+f"((d)[40]), "+f"((d)[41]), "+f"((d)[42]), "+f"((d)[43]), "+f"((d)[44]), "+f"((d)[45]), "+f"((d)[46]), "+f"((d)[47]), \
+  "+f"((d)[48]), "+f"((d)[49]), "+f"((d)[50]), "+f"((d)[51]), "+f"((d)[52]), "+f"((d)[53]), "+f"((d)[54]), "+f"((d)[55]), \
+  "+f"((d)[56]), "+f"((d)[57]), "+f"((d)[58]), "+f"((d)[59]), "+f"((d)[60]), "+f"((d)[61]), "+f"((d)[62]), "+f"((d)[63])
+
+// The accumulator operands of an m64nN wgmma, "{%0, ..., %(N/2 - 1)}": 32 at N = 64, 64 at
+// N = 128; the instruction's other operands are numbered after them.
+#define FS_WGMMA_D32_BODY \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define FS_WGMMA_D32 "{" FS_WGMMA_D32_BODY "}"
+#define FS_WGMMA_D64 \
+  "{" FS_WGMMA_D32_BODY ", " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+
+// D[64 x N] (+)= A[64 x 16] * B[16 x N]; A and B both K-major in shared memory. scale_d == 0
+// overwrites D instead of accumulating. DESCS and SCALE are the operand numbers after D's.
+#define FS_DEFINE_WGMMA_SS(N, REGS, DLIST, ACC, DESCS, SCALE, SUFFIX, TY)                     \
+  __device__ __forceinline__ void wgmma_m64n##N##k16_ss_##SUFFIX(float (&d)[REGS],          \
+                                                                 uint64_t desc_a,            \
+                                                                 uint64_t desc_b, int scale_d) { \
+    FS_WGMMA_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE ", 0;\n" \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " " \
+                 DLIST ", " DESCS ", p, 1, 1, 0, 0;\n}\n" \
+                 : ACC(d) \
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d)); \
   }
 
-// D[64 x 64] (+)= A[64 x 16] * B[16 x 64]; A and B both K-major in shared memory.
-#define FS_DEFINE_WGMMA_M64N64K16_SS(SUFFIX, TY)                                              \
-  __device__ __forceinline__ void wgmma_m64n64k16_ss_##SUFFIX(float (&d)[32], uint64_t desc_a, \
-                                                           uint64_t desc_b, int scale_d) {  \
-    FS_WGMMA_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " \
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
-                 "%32, %33, p, 1, 1, 0, 0;\n}\n" \
-                 : FS_WGMMA_ACC32(d) \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)); \
-  }
-
-// D[64 x 64] (+)= A[64 x 16] * B[16 x 64]; A from registers (per warp, the m16k16 fragment of
+// D[64 x N] (+)= A[64 x 16] * B[16 x N]; A from registers (per warp, the m16k16 fragment of
 // mma.sync), B MN-major (transposed) in shared memory. scale_d == 0 overwrites D.
-#define FS_DEFINE_WGMMA_M64N64K16_RS(SUFFIX, TY)                                              \
-  __device__ __forceinline__ void wgmma_m64n64k16_rs_##SUFFIX(                                   \
-      float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {                    \
-    FS_WGMMA_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " \
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
-                 "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n" \
-                 : FS_WGMMA_ACC32(d) \
+#define FS_DEFINE_WGMMA_RS(N, REGS, DLIST, ACC, AB, SCALE, SUFFIX, TY)                        \
+  __device__ __forceinline__ void wgmma_m64n##N##k16_rs_##SUFFIX(                            \
+      float (&d)[REGS], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {             \
+    FS_WGMMA_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE ", 0;\n" \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " " \
+                 DLIST ", " AB ", p, 1, 1, 1;\n}\n" \
+                 : ACC(d) \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)); \
   }
 
-// D[64 x 128] (+)= A[64 x 16] * B[16 x 128]; A from registers (per warp, the m16k16 fragment of
-// mma.sync), B MN-major (transposed) in shared memory. scale_d == 0 overwrites D.
-#define FS_DEFINE_WGMMA_M64N128K16_RS(SUFFIX, TY)                                              \
-  __device__ __forceinline__ void wgmma_m64n128k16_rs_##SUFFIX(                                   \
-      float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {                    \
-    FS_WGMMA_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " \
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
-                 "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n" \
-                 : FS_WGMMA_ACC64(d) \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)); \
-  }
-
-FS_DEFINE_WGMMA_M64N128K16_SS(bf16, "bf16")
-FS_DEFINE_WGMMA_M64N128K16_SS(f16, "f16")
-FS_DEFINE_WGMMA_M64N64K16_SS(bf16, "bf16")
-FS_DEFINE_WGMMA_M64N64K16_SS(f16, "f16")
-FS_DEFINE_WGMMA_M64N64K16_RS(bf16, "bf16")
-FS_DEFINE_WGMMA_M64N64K16_RS(f16, "f16")
-FS_DEFINE_WGMMA_M64N128K16_RS(bf16, "bf16")
-FS_DEFINE_WGMMA_M64N128K16_RS(f16, "f16")
+FS_DEFINE_WGMMA_SS(128, 64, FS_WGMMA_D64, FS_WGMMA_ACC64, "%64, %65", "%66", bf16, "bf16")
+FS_DEFINE_WGMMA_SS(128, 64, FS_WGMMA_D64, FS_WGMMA_ACC64, "%64, %65", "%66", f16, "f16")
+FS_DEFINE_WGMMA_SS(64, 32, FS_WGMMA_D32, FS_WGMMA_ACC32, "%32, %33", "%34", bf16, "bf16")
+FS_DEFINE_WGMMA_SS(64, 32, FS_WGMMA_D32, FS_WGMMA_ACC32, "%32, %33", "%34", f16, "f16")
+FS_DEFINE_WGMMA_RS(64, 32, FS_WGMMA_D32, FS_WGMMA_ACC32, "{%32, %33, %34, %35}, %36", "%37",
+                   bf16, "bf16")
+FS_DEFINE_WGMMA_RS(64, 32, FS_WGMMA_D32, FS_WGMMA_ACC32, "{%32, %33, %34, %35}, %36", "%37",
+                   f16, "f16")
+FS_DEFINE_WGMMA_RS(128, 64, FS_WGMMA_D64, FS_WGMMA_ACC64, "{%64, %65, %66, %67}, %68", "%69",
+                   bf16, "bf16")
+FS_DEFINE_WGMMA_RS(128, 64, FS_WGMMA_D64, FS_WGMMA_ACC64, "{%64, %65, %66, %67}, %68", "%69",
+                   f16, "f16")
 
 // The two GEMMs of the forward by element type: S = Q K^T over one key block of 128 or 64 keys
 // (S of BN / 2 registers), and O += P V with O of D columns.
