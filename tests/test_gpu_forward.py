@@ -151,3 +151,33 @@ def test_wide_tiles_with_grouped_kv_heads_and_negative_scale(request, dtype):
         refs = references(q, k, v, causal=False, softmax_scale=scale)
         out, lse = fs_forward(q, k, v, False, 1, softmax_scale=scale)
         assert_matches_reference(out, lse, q, k, refs, False, what)
+
+
+@requires_native
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_wide_tiles_redo_blocks_whose_max_jumps(request, dtype):
+    """The 256-row tiles take a block's exponentials against the running max before the block's
+    own max is known, and redo the block where a row's max jumps by more than 2^8. Keys 5 and
+    300 (walked after the later key blocks) score far above the rest: the jump varies per query
+    row (some rows below 2^8, some above within one warp), and per key head it is none,
+    moderate (2^8 to 2^60, the first P finite), or huge (past 2^128, the first P inf)."""
+    b, h, hk, sq, sk, d = 8, 32, 8, 512, 600, 64
+    gen = generator_for(request)
+    q, k, v = rand_qkv(gen, b, sq, sk, h, hk, d, dtype)
+    direction = torch.full((d,), d ** -0.5, device="cuda")  # unit length
+    # The rows' weights on `direction` run from 0 to 8, so the jump differs from row to row.
+    weight = 8 * torch.rand(b, sq, h, 1, device="cuda", generator=gen)
+    q = (q.float() + weight * direction).to(dtype)
+    # Key heads 0-1 unchanged, 2-4 moderate, 5-7 huge (score = weight * size / sqrt(d)).
+    sizes = torch.tensor([0, 0, 10, 40, 80, 1000, 2000, 3000], device="cuda").view(1, 1, hk, 1)
+    k = k.float()
+    k[:, 5:6] += sizes * direction
+    k[:, 300:301] += 0.5 * sizes * direction
+    k = k.to(dtype)
+    decision = assert_native(q, k, v, False, 1)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if decision["kernel"] == "hopper_wgmma" and sms == 132:
+        assert (decision["block_m"], decision["block_n"]) == (256, 64), decision
+    refs = references(q, k, v, causal=False)
+    out, lse = fs_forward(q, k, v, False, 1)
+    assert_matches_reference(out, lse, q, k, refs, False, f"b={b} h={h}/{hk} sq={sq} sk={sk}")
