@@ -155,12 +155,13 @@ def test_wide_tiles_with_grouped_kv_heads_and_negative_scale(request, dtype):
 
 @requires_native
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_wide_tiles_redo_blocks_whose_max_jumps(request, dtype):
-    """The 256-row tiles take a block's exponentials against the running max before the block's
-    own max is known, and redo the block where a row's max jumps by more than 2^8. Keys 5 and
-    300 (walked after the later key blocks) score far above the rest: the jump varies per query
-    row (some rows below 2^8, some above within one warp), and per key head it is none,
-    moderate (2^8 to 2^60, the first P finite), or huge (past 2^128, the first P inf)."""
+def test_wide_tiles_follow_a_jumping_row_max(request, dtype):
+    """The running max of the 256-row tiles (64-key blocks, four consumers without overlap)
+    moves only when a block's max passes it by more than 2^8, and O and the row sum are then
+    rescaled. Keys 5 and 300 (walked after the later key blocks) score far above the rest: the
+    jump varies per query row (some rows below 2^8, some above, within one warp), and per key
+    head it is none, moderate (2^8 to 2^60) or huge (past 2^128, where exp2 of the unmoved max
+    would overflow)."""
     b, h, hk, sq, sk, d = 8, 32, 8, 512, 600, 64
     gen = generator_for(request)
     q, k, v = rand_qkv(gen, b, sq, sk, h, hk, d, dtype)

@@ -85,13 +85,6 @@ struct HopperTiles {
   // measured +2-4% on 128-row ping-pong tiles at s <= 1024, but 1-3% slower with the 192-row
   // tiles, whose code ptxas then lays out differently (benchmarks/NOTES.md step 27).
   static constexpr bool kApproxRowScale = PingPong;
-  // A block's exponentials against the running max, before the block's own max is known
-  // (softmax_ahead). Measured +2-3% on the 256-row tiles (64-key blocks: the max's reduction
-  // is a larger part of a shorter softmax), 1-4% slower on 128-row ping-pong and 2.5% slower
-  // on 192-row tiles at 16k rows (benchmarks/NOTES.md step 30). It needs P's registers free
-  // during the softmax, so no overlap.
-  static constexpr bool kSoftmaxAhead = BlockN == 64;
-  static_assert(!kSoftmaxAhead || !Overlap, "P V of the previous block still reads P");
   static constexpr int kConsumers = kBlockM / 64;           // warpgroups of 64 rows
   static constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
   // The K/V ring holds as many keys with 64-key blocks as with 128-key ones.
@@ -329,8 +322,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     if (lane == 0) mbar_arrive(empty);
   };
   // Scores of key block n -> probabilities (in s), running max and sum, and rescale[] for O.
-  // Scores of key block n as the softmax reads them: sign-flipped if scale < 0, masked.
-  auto prepare_scores = [&](int n) {
+  auto softmax = [&](int n) {
     if (negate_scores) {
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) s[i] = -s[i];
@@ -346,9 +338,6 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         if (key > limit) s[i] = -INFINITY;
       }
     }
-  };
-  // Prepared scores -> probabilities (in s), running max and sum, and rescale[] for O.
-  auto softmax = [&]() {
     // Registers 4j + 2r + {0, 1} belong to row r.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -406,41 +395,6 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       pa[kk][2] = pack2<Elem>(s[8 * kk + 4], s[8 * kk + 5]);
       pa[kk][3] = pack2<Elem>(s[8 * kk + 6], s[8 * kk + 7]);
     }
-  };
-  // Prepared scores -> P packed in pa, against the running max, while the block's own max is
-  // found beside the exponentials (its FMNMX and shuffles are otherwise a step of their own
-  // between S and the first ex2); s keeps the scores. The result stands, and this returns true,
-  // if no row of the warp has its block's max pass the running one by more than kMaxSlackLog2:
-  // the running max then stays, as softmax would keep it. Otherwise (and for rows that have
-  // seen no key, max -inf) softmax redoes the block from s.
-  auto softmax_ahead = [&]() {
-    if (!__all_sync(0xffffffffu, row_max[0] != -INFINITY && row_max[1] != -INFINITY))
-      return false;
-    const float base0 = row_max[0] * scale_log2, base1 = row_max[1] * scale_log2;
-    float max0 = -INFINITY, max1 = -INFINITY, sum0 = 0.f, sum1 = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      // s[8 kk + i]: row 0 for i in {0, 1, 4, 5}, row 1 for i in {2, 3, 6, 7}.
-      float e[8];
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        e[i] = fast_exp2(fmaf(s[8 * kk + i], scale_log2, (i / 2) % 2 == 0 ? -base0 : -base1));
-      max0 = fmaxf(max0, fmaxf(fmaxf(s[8 * kk], s[8 * kk + 1]), fmaxf(s[8 * kk + 4], s[8 * kk + 5])));
-      max1 = fmaxf(max1, fmaxf(fmaxf(s[8 * kk + 2], s[8 * kk + 3]), fmaxf(s[8 * kk + 6], s[8 * kk + 7])));
-      sum0 += (e[0] + e[1]) + (e[4] + e[5]);
-      sum1 += (e[2] + e[3]) + (e[6] + e[7]);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) pa[kk][i] = pack2<Elem>(e[2 * i], e[2 * i + 1]);
-    }
-    // Both rows' shuffles before either comparison: behind a short-circuit ||, the second
-    // row's would run in divergent code (the block hung on the device).
-    const float block_max0 = quad_max(max0), block_max1 = quad_max(max1);
-    const bool moved = ((block_max0 - row_max[0]) * scale_log2 > kMaxSlackLog2) |
-                       ((block_max1 - row_max[1]) * scale_log2 > kMaxSlackLog2);
-    if (__any_sync(0xffffffffu, moved)) return false;
-    row_sum[0] += sum0;
-    row_sum[1] += sum1;
-    return true;
   };
 
   // Ping-pong turns: consumer c waits on barrier 1 + c before issuing GEMMs and hands the turn
@@ -635,16 +589,12 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
   };
   // Once S of key block n (in `stage`) has landed: free its K (and Q after the tile's last
-  // block: blocks are walked backwards), then softmax, leaving P in s and rescale[] for O;
-  // returns true where softmax_ahead left P in pa instead (O then stays as it is).
+  // block: blocks are walked backwards), then softmax, leaving P in s.
   auto block_scored = [&](int n) {
     fence_accumulators(s);
     release(&k_empty[stage]);
     if (n == range.begin) release(&q_empty[qb]);  // the tile's last read of Q
-    prepare_scores(n);
-    if (Tiles::kSoftmaxAhead && softmax_ahead()) return true;
-    softmax();
-    return false;
+    softmax(n);
   };
 
   if constexpr (!Tiles::kOverlap) {
@@ -679,10 +629,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         wgmma_fence();
         issue_qk(stage);
         wgmma_wait<0>();
-        if (!block_scored(n)) {
-          rescale_o();
-          pack_p();
-        }
+        block_scored(n);
+        rescale_o();
+        pack_p();
         mbar_wait(&v_full[stage], phase);
         wgmma_fence();
         issue_pv(stage);
