@@ -124,8 +124,20 @@ HOPPER = "hopper_wgmma"
 TILES = {(64, True): (16, 64, 6), (128, True): (16, 32, 6),
          (64, False): (128, 64, 2), (128, False): (128, 64, 1)}
 NARROW_MAX_ROWS = 16
-# kCombineSplitsPerChunk (core/combine_math.h): the combine reads a row's splits 8 at a time.
+# kCombineSplitsPerChunk (core/combine_math.h): a combine thread folds up to 8 splits per batch.
 COMBINE_SPLITS_PER_CHUNK = 8
+
+
+def combine_batches(g: int, d: int) -> int:
+    """combine_batches (core/combine_math.h): batches of loads of a row's busiest combine
+    thread, the row's splits dealt to the fewest of 1, 2, 4, ... 128 / (d / 4) lanes that leave
+    each lane at most COMBINE_SPLITS_PER_CHUNK."""
+    most = 128 // max(d // 4, 1)
+    lanes = 1
+    while lanes < most and lanes * COMBINE_SPLITS_PER_CHUNK < g:
+        lanes *= 2
+    per_lane = -(-g // lanes)
+    return -(-per_lane // COMBINE_SPLITS_PER_CHUNK)
 # HOPPER_TILES mirrors hopper_split_block_m, hopper_block_m and hopper_tile_config
 # (tile_config.h): head dims with a Hopper kernel; base_m / tall_m, the rows per block; tall_pct
 # (tall_pct_causal / tall_pct_causal_long with the causal mask over at most / more than
@@ -473,8 +485,8 @@ def modelled_split_us(p, g, c):
     memory_us = (kv_bytes + qo_bytes + split_bytes) / c.dram_bytes_per_us * \
         (1.0 + imbalance / waves) * \
         (1.0 + c.partial_wave_penalty * (waves / (blocks / slots) - 1.0))
-    chunks = math.ceil(float(g) / COMBINE_SPLITS_PER_CHUNK)
-    split_us = c.narrow_chunk_latency_us * chunks if narrow else c.split_latency_us * g
+    split_us = c.narrow_chunk_latency_us * combine_batches(g, p.d) if narrow else \
+        c.split_latency_us * g
     combine_us = c.narrow_combine_us if narrow else c.combine_us
     return max(compute_us, memory_us) + split_us + \
         (combine_us + partial_bytes / c.dram_bytes_per_us if g > 1 else 0.0)

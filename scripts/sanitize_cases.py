@@ -39,6 +39,13 @@ MEMCHECK_CASES = [
     Case("bf16-d64-causal-auto-strided", "bf16", 64, True, 2, 129, 257, 4, 2, 0, "packed"),
     Case("fp16-d128-full-G7-tail", "fp16", 128, False, 1, 1, 449, 2, 2, 7, "contiguous"),
     Case("bf16-d64-decode-G4-narrow", "bf16", 64, False, 2, 1, 777, 8, 8, 4, "contiguous"),
+    # The combine's lanes (a row's splits dealt to several threads, merged by shuffles): 7 rows
+    # of 64 threads, two per block, so the last block's second row is past the end; and 40
+    # splits over 4 lanes at d=128, two batches of loads per lane.
+    Case("fp16-d64-decode-G20-combine-lanes", "fp16", 64, False, 1, 1, 2600, 7, 7, 20,
+         "contiguous"),
+    Case("bf16-d128-decode-G40-combine-lanes", "bf16", 128, False, 1, 1, 1300, 4, 2, 40,
+         "contiguous"),
     # Hopper tiles of 128 rows (d=64 short queries, d=128) and 192 rows (d=64 from 1536 query
     # rows: consumers skip the key blocks their rows cannot see, and the last tile's padding).
     Case("fp16-d64-causal-G3-hopper128", "fp16", 64, True, 1, 500, 700, 2, 1, 3, "contiguous",

@@ -182,3 +182,25 @@ def test_wide_tiles_follow_a_jumping_row_max(request, dtype):
     refs = references(q, k, v, causal=False)
     out, lse = fs_forward(q, k, v, False, 1)
     assert_matches_reference(out, lse, q, k, refs, False, f"b={b} h={h}/{hk} sq={sq} sk={sk}")
+
+
+@requires_native
+@pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_combine_lanes_over_odd_row_counts(request, dtype, d):
+    """The combine deals a row's splits to up to 128 / (d / 4) threads (lanes) that merge their
+    folds by warp shuffles, and puts several rows in a block where the lanes are few: 7 decode
+    rows (at d=64 and G = 20, two rows of 64 threads per block, the last block's second row past
+    the end) and 39 rows of a short GQA query, at G from 9 (two lanes) to 128 (the most lanes,
+    two batches of loads each; clamped to the key blocks where there are fewer)."""
+    gen = generator_for(request)
+    for b, sq, h, hk, sk in ((1, 1, 7, 7, 2600), (1, 13, 3, 1, 4100)):
+        q, k, v = rand_qkv(gen, b, sq, sk, h, hk, d, dtype)
+        refs = references(q, k, v, causal=False)
+        for num_splits in (9, 20, 40, 128):
+            what = f"b={b} sq={sq} h={h}/{hk} sk={sk} d={d} num_splits={num_splits}"
+            decision = assert_native(q, k, v, False, num_splits)
+            expected = min(num_splits, key_blocks(sk, decision["split_block_n"]))
+            assert decision["num_splits"] == expected, f"{what}: {decision}"
+            out, lse = fs_forward(q, k, v, False, num_splits)
+            assert_matches_reference(out, lse, q, k, refs, False, what)

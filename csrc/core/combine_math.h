@@ -1,54 +1,110 @@
 // The split-KV combine for one query row: LSE = log sum_g exp(LSE_g), O = sum_g w_g O_g with
 // w_g = exp(LSE_g - LSE). Shared by the combine kernel and the host tests.
+//
+// The combine folds a row's splits one at a time, as the online softmax folds key blocks: a fold
+// keeps m (the largest LSE_g so far), l = sum_g exp(LSE_g - m) and acc = sum_g exp(LSE_g - m) O_g,
+// and O = acc / l, LSE = m + log l at the end. Nothing waits for the row's total before a
+// partial is read, so the kernel issues a row's LSE and partial loads together (one round trip
+// to L2 instead of one for the LSEs and one more per chunk of partials), and several threads
+// fold disjoint sets of a row's splits and then merge their folds.
 #pragma once
 
 #include <math.h>
+
+#include <vector>
 
 #include "host_device.h"
 
 namespace flashsplit {
 
-// The combine kernel reads a row's splits this many at a time (their loads in flight together),
-// so its latency grows per chunk of splits, not per split; the split heuristic charges it so.
+// The combine kernel has each thread fold this many of its splits per batch of loads (in
+// flight together), so its latency grows per batch, not per split; the split heuristic charges
+// it so (combine_batches).
 constexpr int kCombineSplitsPerChunk = 8;
-
-// log(sum_g exp(lse[g*stride])) computed around the maximum so huge spreads neither overflow
-// nor lose the largest term. -inf when every lse is -inf (no split saw a key); NaN when any is.
-// No early exit in the first pass, so a GPU thread can have all its loads in flight at once.
-FS_HOST_DEVICE inline float combined_lse(const float* lse, int num_splits, long long stride) {
-  float max_lse = -INFINITY;
-  bool saw_nan = false;
-  for (int g = 0; g < num_splits; ++g) {
-    const float x = lse[g * stride];
-    // fmaxf drops NaN; a split that met a NaN must poison the row as the unsplit kernel does.
-    saw_nan |= x != x;
-    max_lse = fmaxf(max_lse, x);
-  }
-  if (saw_nan) return NAN;
-  if (max_lse == -INFINITY) return -INFINITY;
-  float sum = 0.f;
-  for (int g = 0; g < num_splits; ++g) sum += expf(lse[g * stride] - max_lse);
-  return max_lse + logf(sum);
+// Threads that share a row's splits (per group of 4 columns): as many as keep each thread's
+// splits within one batch of loads, so a row's combine takes one round trip to L2 wherever the
+// block has room (128 threads: up to 128 / (d / 4) lanes), and no more: a lane with fewer
+// splits has fewer loads in flight, which cost grids of many rows (prefill splits) up to 14%
+// when every split had a lane of its own (benchmarks/NOTES.md step 30).
+FS_HOST_DEVICE inline int combine_lanes(int num_splits, int d) {
+  const int most = 128 / (d / 4 > 0 ? d / 4 : 1);
+  int lanes = 1;
+  while (lanes < most && lanes * kCombineSplitsPerChunk < num_splits) lanes *= 2;
+  return lanes;
+}
+// Batches of loads the slowest thread of a row issues.
+FS_HOST_DEVICE inline int combine_batches(int num_splits, int d) {
+  const int per_lane = (num_splits + combine_lanes(num_splits, d) - 1) / combine_lanes(num_splits, d);
+  return (per_lane + kCombineSplitsPerChunk - 1) / kCombineSplitsPerChunk;
 }
 
-// Weight of split g in the combined output; 0 for a split that saw no key, and 0 everywhere
-// when the whole row saw no key (the row's output is then 0).
-FS_HOST_DEVICE inline float split_weight(float lse_g, float lse_total) {
-  return (lse_g == -INFINITY || lse_total == -INFINITY) ? 0.f : expf(lse_g - lse_total);
+// A fold's statistics; its sums of O_g live beside it (acc[], N columns).
+struct SplitFold {
+  float m = -INFINITY;  // largest LSE_g folded so far (-inf: none that saw a key)
+  float l = 0.f;        // sum of exp(LSE_g - m)
+  bool nan = false;     // a split met a NaN: the row is NaN, as the unsplit kernel makes it
+};
+
+// What a fold's sums are multiplied by when its max moves from `from` to `to` (>= from): 0 for
+// a fold that holds nothing yet (from = -inf), whose sums are 0.
+FS_HOST_DEVICE inline float fold_rescale(float from, float to) {
+  return from == -INFINITY ? 0.f : expf(from - to);
 }
 
-// Folds one row: out[c] = sum_g w_g * o[g*o_stride + c] for c < d. Splits with weight 0 are
-// skipped, never multiplied, so their unwritten partials cannot inject NaN.
-FS_HOST_DEVICE inline float combine_row(const float* lse, long long lse_stride, const float* o,
-                                        long long o_stride, int num_splits, int d, float* out) {
-  float total = combined_lse(lse, num_splits, lse_stride);
-  for (int c = 0; c < d; ++c) out[c] = 0.f;
-  for (int g = 0; g < num_splits; ++g) {
-    float w = split_weight(lse[g * lse_stride], total);
-    if (w == 0.f) continue;
-    for (int c = 0; c < d; ++c) out[c] += w * o[g * o_stride + c];
+// Folds split (lse_g, o_g[0..n)) into (f, acc). A split that saw no key (-inf) is skipped, never
+// multiplied, so its unwritten partial cannot inject NaN.
+FS_HOST_DEVICE inline void fold_split(SplitFold& f, float* acc, float lse_g, const float* o_g,
+                                      int n) {
+  if (lse_g != lse_g) f.nan = true;
+  if (!(lse_g > -INFINITY)) return;  // -inf or NaN
+  const float m = fmaxf(f.m, lse_g);
+  const float keep = fold_rescale(f.m, m), w = expf(lse_g - m);
+  f.l = f.l * keep + w;
+  for (int c = 0; c < n; ++c) acc[c] = acc[c] * keep + w * o_g[c];
+  f.m = m;
+}
+
+// Merges fold (g, acc_g) into (f, acc).
+FS_HOST_DEVICE inline void merge_folds(SplitFold& f, float* acc, const SplitFold& g,
+                                       const float* acc_g, int n) {
+  f.nan = f.nan || g.nan;
+  const float m = fmaxf(f.m, g.m);
+  const float keep = fold_rescale(f.m, m), take = fold_rescale(g.m, m);
+  f.l = f.l * keep + g.l * take;
+  for (int c = 0; c < n; ++c) acc[c] = acc[c] * keep + acc_g[c] * take;
+  f.m = m;
+}
+
+// The row's LSE: NaN if a split met a NaN, -inf if no split saw a key.
+FS_HOST_DEVICE inline float folded_lse(const SplitFold& f) {
+  if (f.nan) return NAN;
+  return f.m == -INFINITY ? -INFINITY : f.m + logf(f.l);
+}
+// Output column c from the fold's sum: 0 where the row saw no key.
+FS_HOST_DEVICE inline float folded_output(const SplitFold& f, float acc_c) {
+  if (f.nan) return NAN;
+  return f.m == -INFINITY ? 0.f : acc_c / f.l;
+}
+
+// Folds one row (host): out[c] for c < d and the returned LSE, with the splits dealt to `lanes`
+// folds (split g to fold g % lanes) merged pairwise as the kernel's lanes merge theirs
+// (lane j takes lane j ^ 1, then j ^ 2, ...), so the host tests run the kernel's arithmetic.
+inline float combine_row(const float* lse, long long lse_stride, const float* o, long long o_stride,
+                         int num_splits, int d, float* out, int lanes = 1) {
+  std::vector<SplitFold> folds(lanes);
+  std::vector<std::vector<float>> acc(lanes, std::vector<float>(d, 0.f));
+  for (int g = 0; g < num_splits; ++g)
+    fold_split(folds[g % lanes], acc[g % lanes].data(), lse[g * lse_stride], o + g * o_stride, d);
+  for (int offset = 1; offset < lanes; offset *= 2) {
+    std::vector<SplitFold> merged = folds;
+    std::vector<std::vector<float>> merged_acc = acc;
+    for (int j = 0; j < lanes; ++j)
+      merge_folds(merged[j], merged_acc[j].data(), folds[j ^ offset], acc[j ^ offset].data(), d);
+    folds.swap(merged);
+    acc.swap(merged_acc);
   }
-  return total;
+  for (int c = 0; c < d; ++c) out[c] = folded_output(folds[0], acc[0][c]);
+  return folded_lse(folds[0]);
 }
 
 }  // namespace flashsplit

@@ -71,8 +71,8 @@ double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
                            (1.0 + imbalance / waves) *
                            (1.0 + c.partial_wave_penalty * (waves / (blocks / slots) - 1.0));
 
-  const double chunks = std::ceil(static_cast<double>(g) / kCombineSplitsPerChunk);
-  const double split_us = narrow ? c.narrow_chunk_latency_us * chunks : c.split_latency_us * g;
+  const double batches = combine_batches(g, static_cast<int>(problem.d));
+  const double split_us = narrow ? c.narrow_chunk_latency_us * batches : c.split_latency_us * g;
   const double combine_us = narrow ? c.narrow_combine_us : c.combine_us;
   return std::max(compute_us, memory_us) + split_us +
          (g > 1 ? combine_us + partial_bytes / c.dram_bytes_per_us : 0.0);

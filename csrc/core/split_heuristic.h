@@ -31,6 +31,13 @@ namespace flashsplit {
 // held-out set, v10, read 1.17 on a 13 us decode call kept at G = 1 (G = 4: 11 us);
 // narrow_combine_us 4 -> 2, which the search had missed and which is better on v7 too (1.0040 /
 // 1.110), fixes it. Checked on tune_h100_v11.csv, measured after that (benchmarks/NOTES.md).
+// v5: the combine deals a row's splits to several threads and reads them in one batch
+// (combine_math.h), so a split decode call's combine costs per batch of its busiest thread,
+// not per chunk of 8 splits, and decode's best G moved up (16 -> 24-48 at 4096 keys). Five
+// constants refit (--search) on tune_h100_v17.csv, 572 narrow shapes measured with it:
+// narrow_iteration_us 0.75 -> 1.2, narrow_block_overhead 8 -> 10, narrow_chunk_latency_us
+// 2 -> 3, dram_bytes_per_us 3.4e6 -> 3.2e6, partial_wave_penalty 0.1 -> 0.05; regret there
+// 1.0153 -> 1.0112 (worst 1.112), the wide shapes of v15 / v16 unchanged (1.0042 / 1.0040).
 struct SplitHeuristicConstants {
   // Time of one key-block iteration of one thread block, in microseconds, per kernel family and
   // head dim (d <= 64 uses the d64 value, larger d the d128 one). Hopper: per 128 query rows.
@@ -38,7 +45,7 @@ struct SplitHeuristicConstants {
   double hopper_iteration_us_d128 = 1.48;
   double portable_iteration_us_d64 = 0.97;
   double portable_iteration_us_d128 = 1.70;
-  double narrow_iteration_us = 0.75;
+  double narrow_iteration_us = 1.2;
   // Narrow (decode) tiles: blocks per SM that run at full speed together (they are memory-
   // bound, so more than two only queue). Wide tiles: one per SM, see co_resident_speedup.
   double slots_per_sm_narrow = 2.0;
@@ -54,26 +61,27 @@ struct SplitHeuristicConstants {
   // key-block iterations of its own family: portable, and Hopper.
   double block_overhead = 2.0;
   double block_overhead_hopper = 4.0;
-  double narrow_block_overhead = 8.0;
-  // DRAM bandwidth the kernels reach, bytes per microsecond (3.4 TB/s fits v7 best; the
-  // H100's peak is 3.35: the term also stands in for L2 hits on the smaller grids).
-  double dram_bytes_per_us = 3.4e6;
+  double narrow_block_overhead = 10.0;
+  // DRAM bandwidth the kernels reach, bytes per microsecond (3.4 TB/s fit v7 best, 3.2 fits
+  // v17; the H100's peak is 3.35: the term also stands in for L2 hits on the smaller grids).
+  double dram_bytes_per_us = 3.2e6;
   // A memory-bound grid of one wave of wide tiles runs at the pace of its slowest block; more,
   // shorter waves even that out: the DRAM term is scaled by (1 + one_wave_imbalance / waves).
   // Not for narrow tiles, whose memory-bound grids measured fastest at exactly one full wave.
   double one_wave_imbalance = 0.03;
   // A last wave only partly full leaves bandwidth unused: the DRAM term is scaled by
   // (1 + partial_wave_penalty * (waves / fractional waves - 1)).
-  double partial_wave_penalty = 0.1;
+  double partial_wave_penalty = 0.05;
   // Cost of each split (the combine walks a row's splits in turn), microseconds.
   double split_latency_us = 0.4;
   // Cost of splitting at all: the combine kernel's launch, microseconds (its pass over the
   // partials is charged as DRAM traffic).
   double combine_us = 3.0;
-  // Narrow tiles: the combine's cost per chunk of kCombineSplitsPerChunk splits (its loads of
-  // a chunk are in flight together), and of splitting at all, microseconds. Decode calls last
+  // Narrow tiles: the combine's cost per batch of loads of its slowest thread (combine_batches:
+  // a thread folds up to kCombineSplitsPerChunk splits per batch, and a row's splits are dealt
+  // to up to 128 / (d / 4) threads), and of splitting at all, microseconds. Decode calls last
   // 10-1000 us, where these two decide G; the wide tiles' per-split form fits those best.
-  double narrow_chunk_latency_us = 2.0;
+  double narrow_chunk_latency_us = 3.0;
   double narrow_combine_us = 2.0;
   // A split must beat G = 1 by this fraction of G = 1's modelled time: where the grid already
   // fills the GPU the model's gain is only wave rounding, which measures within noise.
@@ -98,7 +106,7 @@ struct SplitHeuristicConstants {
 // waves = ceil(grid_blocks * g / slots), slots = SMs (x slots_per_sm_narrow for narrow tiles);
 // memory = (K and V once per k/v head + Q + O + [g > 1] partials written) / bandwidth,
 //          scaled by the one-wave imbalance (wide tiles) and partial-wave penalty above;
-// split cost = split_latency_us * g (wide) or narrow_chunk_latency_us * ceil(g / 8) (narrow),
+// split cost = split_latency_us * g (wide) or narrow_chunk_latency_us * combine_batches (narrow),
 // combine = combine_us (wide) or narrow_combine_us (narrow).
 // Returns a negative value when the tiles or the device cannot run the problem.
 double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,

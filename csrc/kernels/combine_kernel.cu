@@ -8,48 +8,62 @@ namespace {
 
 constexpr int kCombineThreads = 128;
 
-// D/4 threads per row, each owning 4 consecutive columns (16-byte loads of the partials, which
-// are read once: they are the dominant traffic). Each thread recomputes the row's combined lse
-// from the G values, which stay in L1 after the first thread reads them.
+// Each thread owns 4 consecutive columns of a row (16-byte loads of the partials, which are the
+// dominant traffic) and folds every lanes-th split of it (core/combine_math.h); the row's lanes
+// of a column group are adjacent threads of one warp and merge their folds by shuffles. A row
+// takes d/4 * lanes threads, so a block holds 128 / (d/4 * lanes) rows. A decode call has few
+// rows (b * h), so the lanes are what spreads its combine over more threads and SMs; a thread's
+// split LSEs and partials are loaded together, kCombineSplitsPerChunk splits at a time.
 template <class Elem, int D>
-__global__ void __launch_bounds__(kCombineThreads) combine_kernel(const AttnFwdParams p) {
-  constexpr int kThreadsPerRow = D / 4;
-  constexpr int kRowsPerBlock = kCombineThreads / kThreadsPerRow;
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_kernel(const AttnFwdParams p, int lanes_log2) {
+  constexpr int kColumnGroups = D / 4;
+  constexpr int kChunk = kCombineSplitsPerChunk;
+  const int lanes = 1 << lanes_log2;
+  const int threads_per_row = kColumnGroups * lanes;
   const int64_t rows = static_cast<int64_t>(p.b) * p.h * p.sq;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreadsPerRow;
-  if (row >= rows) return;
-  const int col = (threadIdx.x % kThreadsPerRow) * 4;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kCombineThreads / threads_per_row) +
+                      threadIdx.x / threads_per_row;
+  const int lane = threadIdx.x & (lanes - 1);
+  const int col = ((threadIdx.x >> lanes_log2) % kColumnGroups) * 4;
+  // Threads past the last row stay to the end: the shuffles below take every lane of a warp.
+  const bool valid = row < rows;
   // Launched while the producers finish (launch_after_prior_grid): their partials are visible
   // only past this point.
   wait_for_prior_grid();
 
-  const float* lse_g = p.lse_accum + row;
-  const float total = combined_lse(lse_g, p.num_splits, rows);
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  // kChunk splits at a time: their weights, then their partials, each batch of loads issued
-  // together (decode rows walk up to 128 splits, and one load at a time is pure latency).
-  constexpr int kChunk = kCombineSplitsPerChunk;
-  for (int g0 = 0; g0 < p.num_splits; g0 += kChunk) {
-    float w[kChunk];
+  SplitFold fold;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  const int mine = valid ? p.num_splits : 0;
+  for (int g0 = lane; g0 < mine; g0 += kChunk * lanes) {
+    float lse_g[kChunk];
     float4 part[kChunk];
 #pragma unroll
-    for (int i = 0; i < kChunk; ++i)
-      w[i] = g0 + i < p.num_splits ? split_weight(lse_g[(g0 + i) * rows], total) : 0.f;
-#pragma unroll
     for (int i = 0; i < kChunk; ++i) {
-      // A split with weight 0 (saw no key, or past the last) is never read or multiplied.
-      part[i] = w[i] != 0.f
-                    ? *reinterpret_cast<const float4*>(p.o_accum + ((g0 + i) * rows + row) * D + col)
-                    : make_float4(0.f, 0.f, 0.f, 0.f);
+      const int g = g0 + i * lanes;
+      // A split past the last is -inf, so fold_split skips it; the partial of a split that saw
+      // no key may be unwritten, and is read but never used.
+      lse_g[i] = g < mine ? p.lse_accum[g * rows + row] : -INFINITY;
+      part[i] = g < mine ? *reinterpret_cast<const float4*>(p.o_accum + (g * rows + row) * D + col)
+                         : make_float4(0.f, 0.f, 0.f, 0.f);
     }
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) {
-      acc.x += w[i] * part[i].x;
-      acc.y += w[i] * part[i].y;
-      acc.z += w[i] * part[i].z;
-      acc.w += w[i] * part[i].w;
+      const float o_g[4] = {part[i].x, part[i].y, part[i].z, part[i].w};
+      fold_split(fold, acc, lse_g[i], o_g, 4);
     }
   }
+  for (int offset = 1; offset < lanes; offset *= 2) {
+    SplitFold other;
+    other.m = __shfl_xor_sync(0xffffffffu, fold.m, offset);
+    other.l = __shfl_xor_sync(0xffffffffu, fold.l, offset);
+    other.nan = __shfl_xor_sync(0xffffffffu, static_cast<int>(fold.nan), offset) != 0;
+    float other_acc[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) other_acc[c] = __shfl_xor_sync(0xffffffffu, acc[c], offset);
+    merge_folds(fold, acc, other, other_acc, 4);
+  }
+  if (!valid || lane != 0) return;
 
   // row = (batch * h + head) * sq + query
   const int query = static_cast<int>(row % p.sq);
@@ -57,19 +71,21 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const AttnFwdP
   const int batch = static_cast<int>(bh / p.h), head = static_cast<int>(bh % p.h);
   Elem* dst = static_cast<Elem*>(p.out) + batch * p.o_batch_stride +
               static_cast<int64_t>(query) * p.o_row_stride + head * p.o_head_stride + col;
-  dst[0] = from_float<Elem>(acc.x);
-  dst[1] = from_float<Elem>(acc.y);
-  dst[2] = from_float<Elem>(acc.z);
-  dst[3] = from_float<Elem>(acc.w);
-  if (col == 0) p.lse[row] = total;
+#pragma unroll
+  for (int c = 0; c < 4; ++c) dst[c] = from_float<Elem>(folded_output(fold, acc[c]));
+  if (col == 0) p.lse[row] = folded_lse(fold);
 }
 
 template <class Elem, int D>
 void launch_typed(const AttnFwdParams& p, gpuStream_t stream) {
-  constexpr int kRowsPerBlock = kCombineThreads / (D / 4);
+  const int lanes = combine_lanes(p.num_splits, D);
+  int lanes_log2 = 0;
+  while ((1 << lanes_log2) < lanes) ++lanes_log2;
+  const int rows_per_block = kCombineThreads / (D / 4 * lanes);
   const long long rows = static_cast<long long>(p.b) * p.h * p.sq;
-  launch_after_prior_grid(p.cc >= 90, combine_kernel<Elem, D>, dim3(ceil_div(rows, kRowsPerBlock)),
-                          dim3(kCombineThreads), 0, stream, p);
+  launch_after_prior_grid(p.cc >= 90, combine_kernel<Elem, D>,
+                          dim3(ceil_div(rows, rows_per_block)), dim3(kCombineThreads), 0, stream,
+                          p, lanes_log2);
 }
 
 template <class Elem>

@@ -1,6 +1,7 @@
 // The split-KV combine of one row against a float64 computation of the same formula, on fresh
 // random rows: up to 128 splits, lse spreads up to 1e4, splits that saw no key (-inf, with NaN
-// garbage in their unwritten partials), and strided layouts like the kernel's accumulators.
+// garbage in their unwritten partials), strided layouts like the kernel's accumulators, and the
+// splits dealt to 1-8 folds merged pairwise, as the kernel's lanes fold and merge them.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -61,19 +62,21 @@ Reference reference_combine(const Row& row) {
   return ref;
 }
 
-// Float rounding bounds of combine_row: the sum of G exponentials and the log lose about G
-// ulps, the final max + log one ulp of |lse|. The output inherits the lse error through every
+// Float rounding bounds of combine_row: each fold or merge step rounds l twice (its rescale,
+// its add), so the sum and the log lose about 2G + 2 log2(lanes) ulps, the final max + log one
+// ulp of |lse|. The output inherits the lse error through every
 // weight, plus a few ulps per weight and G ulps of accumulation; a split with large
 // lse_g - lse rounds that difference, which costs at most eps/2 * |x| e^-x < eps of |O_g|.
 double lse_tolerance(const Row& row, double lse_ref) {
-  return (row.num_splits + 8) * kEps + 2 * kEps * std::fabs(lse_ref);
+  return (2 * row.num_splits + 16) * kEps + 2 * kEps * std::fabs(lse_ref);
 }
 
-void check_row(const Row& row) {
+void check_row(const Row& row, int lanes = 1) {
+  SCOPED_TRACE("lanes " + std::to_string(lanes));
   Reference ref = reference_combine(row);
   std::vector<float> out(row.d, kNaN);
   float lse = combine_row(row.lse.data(), row.lse_stride, row.o.data(), row.o_stride,
-                          row.num_splits, row.d, out.data());
+                          row.num_splits, row.d, out.data(), lanes);
   if (ref.lse == -INFINITY) {
     ASSERT_EQ(lse, -INFINITY);
     for (int c = 0; c < row.d; ++c) ASSERT_EQ(out[c], 0.f) << "c=" << c;
@@ -131,7 +134,7 @@ TEST(CombineMath, RandomRowsMatchFloat64) {
     Row row = random_row(rng, num_splits, d, base, spread, p_blind);
     SCOPED_TRACE("row " + std::to_string(i) + " G=" + std::to_string(num_splits) +
                  " base=" + std::to_string(base) + " spread=" + std::to_string(spread));
-    check_row(row);
+    check_row(row, 1 << (rng() % 4));
     if (HasFatalFailure()) return;
   }
 }
@@ -142,12 +145,13 @@ TEST(CombineMath, RowThatSawNoKeyIsZeroWithMinusInfLse) {
   std::mt19937 rng(seed);
   for (int num_splits : {1, 2, 17, 128}) {
     Row row = random_row(rng, num_splits, 64, 0.0, 1.0, 1.0);  // every split blind, O all NaN
-    std::vector<float> out(64, kNaN);
-    float lse = combine_row(row.lse.data(), row.lse_stride, row.o.data(), row.o_stride,
-                            num_splits, 64, out.data());
-    EXPECT_EQ(lse, -INFINITY);
-    EXPECT_EQ(combined_lse(row.lse.data(), num_splits, row.lse_stride), -INFINITY);
-    for (float value : out) ASSERT_EQ(value, 0.f);
+    for (int lanes : {1, 4}) {
+      std::vector<float> out(64, kNaN);
+      float lse = combine_row(row.lse.data(), row.lse_stride, row.o.data(), row.o_stride,
+                              num_splits, 64, out.data(), lanes);
+      EXPECT_EQ(lse, -INFINITY);
+      for (float value : out) ASSERT_EQ(value, 0.f);
+    }
   }
 }
 
@@ -165,7 +169,7 @@ TEST(CombineMath, NaNPartialsOfBlindSplitsDoNotLeak) {
     for (int c = 0; c < 32; ++c) row.o[blind * row.o_stride + c] = kNaN;
     row.lse[seeing * row.lse_stride] = 3.0f;
     for (int c = 0; c < 32; ++c) row.o[seeing * row.o_stride + c] = 1.0f + 0.01f * c;
-    check_row(row);
+    check_row(row, 1 << (rng() % 4));
     if (HasFatalFailure()) return;
   }
 }
@@ -188,11 +192,11 @@ TEST(CombineMath, HugeSpreadsNeitherOverflowNorUnderflow) {
       double expected_lse = double(base) + std::log(double(num_splits));
       EXPECT_NEAR(lse, expected_lse, lse_tolerance(row, expected_lse)) << base;
       double mean0 = 0.5 + (num_splits - 1) / 2.0, mean1 = -(num_splits - 1.0);
-      double rel = 4 * (num_splits + 8) * kEps + 4 * kEps * std::fabs(expected_lse);
+      double rel = 4 * (2 * num_splits + 16) * kEps + 4 * kEps * std::fabs(expected_lse);
       EXPECT_NEAR(out[0], mean0, rel * (mean0 + num_splits)) << base;
       EXPECT_NEAR(out[1], mean1, rel * 2 * num_splits) << base;
       EXPECT_NEAR(out[2], 1.0, rel) << base;
-      check_row(row);
+      for (int lanes : {1, 2, 8}) check_row(row, lanes);
     }
   }
   // One split 2e4 above the others takes all the weight; the others vanish without overflow.
@@ -215,20 +219,37 @@ TEST(CombineMath, SingleSplitIsExactIdentity) {
   std::mt19937 rng(seed);
   for (int i = 0; i < 200; ++i) {
     Row row = random_row(rng, 1, 1 + static_cast<int>(rng() % 128), 0.0, 2e4, 0.0);
-    std::vector<float> out(row.d, kNaN);
-    float lse = combine_row(row.lse.data(), row.lse_stride, row.o.data(), row.o_stride, 1, row.d,
-                            out.data());
-    ASSERT_EQ(lse, row.lse[0]);
-    for (int c = 0; c < row.d; ++c) ASSERT_EQ(out[c], row.o[c]) << "c=" << c;
+    for (int lanes : {1, 4}) {  // the other lanes' folds are empty
+      std::vector<float> out(row.d, kNaN);
+      float lse = combine_row(row.lse.data(), row.lse_stride, row.o.data(), row.o_stride, 1,
+                              row.d, out.data(), lanes);
+      ASSERT_EQ(lse, row.lse[0]);
+      for (int c = 0; c < row.d; ++c) ASSERT_EQ(out[c], row.o[c]) << "c=" << c;
+    }
   }
 }
 
-TEST(CombineMath, SplitWeightIsZeroForBlindSplitsAndBlindRows) {
-  EXPECT_EQ(split_weight(-INFINITY, 3.f), 0.f);
-  EXPECT_EQ(split_weight(2.f, -INFINITY), 0.f);
-  EXPECT_EQ(split_weight(-INFINITY, -INFINITY), 0.f);
-  EXPECT_EQ(split_weight(4.5f, 4.5f), 1.f);
-  EXPECT_NEAR(split_weight(1.f, 1.f + std::log(4.f)), 0.25f, 2 * kEps);
+TEST(CombineMath, FoldRescaleIsZeroForAnEmptyFoldAndOneForAnUnmovedMax) {
+  EXPECT_EQ(fold_rescale(-INFINITY, 3.f), 0.f);
+  EXPECT_EQ(fold_rescale(-INFINITY, -INFINITY), 0.f);
+  EXPECT_EQ(fold_rescale(4.5f, 4.5f), 1.f);
+  EXPECT_NEAR(fold_rescale(1.f, 1.f + std::log(4.f)), 0.25f, 2 * kEps);
+}
+
+// The kernel's lanes per row and batches of loads: every lane folds at least one split, and no
+// more lanes than 128 threads hold beside the row's d / 4 column groups.
+TEST(CombineMath, LanesAndBatchesFollowTheSplitCount) {
+  EXPECT_EQ(combine_lanes(1, 64), 1);
+  EXPECT_EQ(combine_lanes(8, 64), 1);     // one batch of 8 already
+  EXPECT_EQ(combine_lanes(9, 64), 2);
+  EXPECT_EQ(combine_lanes(32, 128), 4);
+  EXPECT_EQ(combine_lanes(64, 64), 8);
+  EXPECT_EQ(combine_lanes(128, 64), 8);   // at most 128 / (d / 4)
+  EXPECT_EQ(combine_lanes(128, 128), 4);
+  EXPECT_EQ(combine_batches(8, 128), 1);
+  EXPECT_EQ(combine_batches(32, 128), 1);  // 8 per lane
+  EXPECT_EQ(combine_batches(64, 128), 2);  // 16 per lane
+  EXPECT_EQ(combine_batches(128, 64), 2);
 }
 
 // A split whose scores met a NaN (a NaN query, key or value) reports lse NaN. The unsplit
@@ -240,9 +261,11 @@ TEST(CombineMath, NaNLseOfAnySplitPoisonsTheRow) {
     std::vector<float> o(num_splits * d, 1.f);
     lse[nan_at] = kNaN;
     std::vector<float> out(d, 0.f);
-    float total = combine_row(lse.data(), 1, o.data(), d, num_splits, d, out.data());
-    EXPECT_TRUE(std::isnan(total)) << "nan_at=" << nan_at;
-    for (int c = 0; c < d; ++c) EXPECT_TRUE(std::isnan(out[c])) << "nan_at=" << nan_at << " c=" << c;
+    for (int lanes : {1, 2, 4}) {
+      float total = combine_row(lse.data(), 1, o.data(), d, num_splits, d, out.data(), lanes);
+      EXPECT_TRUE(std::isnan(total)) << "nan_at=" << nan_at << " lanes=" << lanes;
+      for (int c = 0; c < d; ++c) EXPECT_TRUE(std::isnan(out[c])) << "nan_at=" << nan_at << " c=" << c;
+    }
   }
 }
 
