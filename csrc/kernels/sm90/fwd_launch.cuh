@@ -117,13 +117,13 @@ struct TallTiles {
   using For = HopperTiles<D, 192, false, false, D == 64 ? 2 : 1, false>;
 };
 // Otherwise 128-row ping-pong tiles with two Q buffers. A tile's last P V carries the next
-// tile's first S = Q K^T where that measured faster: causal (short tiles, many boundaries) and
-// d=64; at d=128 without a mask it measured 2-3% slower at s <= 1024, as the epilogue then
-// lands between two of a consumer's turns (benchmarks/NOTES.md, step 14).
+// tile's first S = Q K^T (step 14). The scratch harness read carry 2-3% slower at d=128 without
+// a mask at s <= 1024; bench_seqlen's own timing, old and new extensions alternated in one call,
+// reads it 0.9% faster at 512 rows and even at 1024 (benchmarks/NOTES.md, step 31).
 template <int D>
 struct PingPongTiles {
   template <bool Causal>
-  using For = HopperTiles<D, 128, true, true, 2, Causal || D == 64>;
+  using For = HopperTiles<D, 128, true, true, 2, true>;
 };
 
 // Where hopper_block_m picks 256 rows (unsplit d=64 calls without the mask): four consumers
