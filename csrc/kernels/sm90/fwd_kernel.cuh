@@ -131,6 +131,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
 #if FS_HAS_WGMMA
   static_assert(!TailPass || (!Causal && !Split), "tail splits are for unsplit unmasked calls");
   constexpr int BM = Tiles::kBlockM, BN = Tiles::kBlockN, kStages = Tiles::kStages;
+  // The tail kernel's pieces are a few blocks each, so it does not carry S across them (with
+  // carry, ptxas spilled the d=128 ping-pong tail kernel).
+  constexpr bool kCarry = Tiles::kCarry && !TailPass;
   const AttnFwdParams& p = hp.p;
   allow_dependent_launch();  // the split path's combine may now be scheduled
 
@@ -697,7 +700,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       const uint32_t last_phase = phase;
       advance();
       slot = next_work(slot + slot_stride);
-      if (Tiles::kCarry && slot < end_slot) {
+      if (kCarry && slot < end_slot) {
         begin_tile();
         issue_s_with_pv(last_stage, last_phase);
         block_scored(range.end - 1);
