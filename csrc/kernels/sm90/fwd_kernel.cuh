@@ -82,9 +82,10 @@ struct HopperTiles {
   static constexpr bool kCarry = Carry;
   static_assert(!Carry || Overlap, "carrying S across tiles extends the overlapped loop");
   // The direct epilogue's row scale with the hardware reciprocal and log2 (finished_row_scale):
-  // measured +2-4% on 128-row ping-pong tiles at s <= 1024, but 1-3% slower with the 192-row
-  // tiles, whose code ptxas then lays out differently (benchmarks/NOTES.md step 27).
-  static constexpr bool kApproxRowScale = PingPong;
+  // measured +2-4% on 128-row ping-pong tiles at s <= 1024 and +2% on the 256-row tiles at 512
+  // and 1024 rows, but 0.4-3% slower with the 192-row tiles, whose code ptxas then lays out
+  // differently (benchmarks/NOTES.md steps 27 and 32).
+  static constexpr bool kApproxRowScale = PingPong || BlockM == 256;
   static constexpr int kConsumers = kBlockM / 64;           // warpgroups of 64 rows
   static constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
   // The K/V ring holds as many keys with 64-key blocks as with 128-key ones.
