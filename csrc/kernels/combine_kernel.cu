@@ -34,8 +34,8 @@ __global__ void __launch_bounds__(kCombineThreads)
 
   SplitFold fold;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  const int mine = valid ? p.num_splits : 0;
-  for (int g0 = lane; g0 < mine; g0 += kChunk * lanes) {
+  const int splits = valid ? p.num_splits : 0;  // a thread past the last row folds none
+  for (int g0 = lane; g0 < splits; g0 += kChunk * lanes) {
     float lse_g[kChunk];
     float4 part[kChunk];
 #pragma unroll
@@ -43,8 +43,8 @@ __global__ void __launch_bounds__(kCombineThreads)
       const int g = g0 + i * lanes;
       // A split past the last is -inf, so fold_split skips it; the partial of a split that saw
       // no key may be unwritten, and is read but never used.
-      lse_g[i] = g < mine ? p.lse_accum[g * rows + row] : -INFINITY;
-      part[i] = g < mine ? *reinterpret_cast<const float4*>(p.o_accum + (g * rows + row) * D + col)
+      lse_g[i] = g < splits ? p.lse_accum[g * rows + row] : -INFINITY;
+      part[i] = g < splits ? *reinterpret_cast<const float4*>(p.o_accum + (g * rows + row) * D + col)
                          : make_float4(0.f, 0.f, 0.f, 0.f);
     }
 #pragma unroll
