@@ -34,11 +34,12 @@ FS_HOST_DEVICE inline int combine_lanes(int num_splits, int d) {
 }
 // Batches of loads the slowest thread of a row issues.
 FS_HOST_DEVICE inline int combine_batches(int num_splits, int d) {
-  const int per_lane = (num_splits + combine_lanes(num_splits, d) - 1) / combine_lanes(num_splits, d);
+  const int lanes = combine_lanes(num_splits, d);
+  const int per_lane = (num_splits + lanes - 1) / lanes;
   return (per_lane + kCombineSplitsPerChunk - 1) / kCombineSplitsPerChunk;
 }
 
-// A fold's statistics; its sums of O_g live beside it (acc[], N columns).
+// A fold's statistics; its sums of O_g live beside it (acc[0..n), one per column).
 struct SplitFold {
   float m = -INFINITY;  // largest LSE_g folded so far (-inf: none that saw a key)
   float l = 0.f;        // sum of exp(LSE_g - m)
