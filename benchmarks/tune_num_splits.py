@@ -197,9 +197,9 @@ def _parse_hopper_tiles(text):
             (block_m_body, "pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);"),
             (_cpp_function(text, "constexpr int hopper_row_cost_pct(int head_dim"),
              "if (block_m == kHopperWideRows) return kHopperWidePct;\n  if (block_m != "
-             "kHopperTallRows) return 100;\n  if (head_dim != 64) return kHopperTallPctD128;\n  if (!causal) return "
-             "kHopperTallPct;\n  return hopper_persistent(sk) ? kHopperTallPctCausal : "
-             "kHopperTallPctCausalLong;"),
+             "kHopperTallRows) return 100;\n  if (head_dim != 64) return kHopperTallPctD128;\n"
+             "  if (!causal) return kHopperTallPct;\n  return hopper_persistent(sk) ? "
+             "kHopperTallPctCausal : kHopperTallPctCausalLong;"),
             (_cpp_function(text, "constexpr bool hopper_persistent(long long sk"),
              "(sk + kHopperBlockN - 1) / kHopperBlockN <= kHopperPersistentMaxKeyBlocks;"),
             (block_m_body, "base_cost = base_waves * kHopperBaseRows * 100;"),
