@@ -144,11 +144,11 @@ def combine_batches(g: int, d: int) -> int:
 # persistent_max_key_blocks key blocks, tall_pct_d128 at d=128), the cost of a tall row in % of
 # a base row; tall_min_sq, from where tall tiles may run with the mask and d=64 split calls
 # take them (where unless padded: ceil(sq / tall_m) * tall_m * pct < ceil(sq / base_m) *
-# base_m * 100); wide_m / wide_pct / wide_block_n, the wide tiles unsplit d=64 calls without
-# the mask may take; block_n and blocks_per_sm. Its tiles hold one query head's rows
+# base_m * 100); wide_m / wide_pct / wide_block_n, the wide tiles unsplit d=64 calls may take
+# (with the mask below tall_min_sq rows); block_n and blocks_per_sm. Its tiles hold one query head's rows
 # (packs_heads = false).
 HOPPER_TILES = dict(head_dims=(64, 128), tall_min_sq=1536, base_m=128, tall_m=192, tall_pct=87,
-                    tall_pct_causal=97, tall_pct_causal_long=88, tall_pct_d128=93,
+                    tall_pct_causal=95, tall_pct_causal_long=88, tall_pct_d128=93,
                     wide_m=256, wide_pct=95, wide_block_n=64,
                     persistent_max_key_blocks=32, block_n=128, blocks_per_sm=1)
 # tile_config.h's constants behind HOPPER_TILES' keys.
@@ -193,7 +193,9 @@ def _parse_hopper_tiles(text):
             (split_body, "padded_tall * pct < padded_base * 100"),
             (block_m_body, "(head_dim == 64 || head_dim == 128) && (!causal || sq >= "
                            "kHopperTallMinSq);"),
-            (block_m_body, "if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !tall_exists)"),
+            (block_m_body, "wide_exists = head_dim == 64 && (!causal || sq < kHopperTallMinSq);"),
+            (block_m_body, "if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !(tall_exists || "
+                           "wide_exists))"),
             (block_m_body, "pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);"),
             (_cpp_function(text, "constexpr int hopper_row_cost_pct(int head_dim"),
              "if (block_m == kHopperWideRows) return kHopperWidePct;\n  if (block_m != "
@@ -204,9 +206,10 @@ def _parse_hopper_tiles(text):
              "(sk + kHopperBlockN - 1) / kHopperBlockN <= kHopperPersistentMaxKeyBlocks;"),
             (block_m_body, "base_cost = base_waves * kHopperBaseRows * 100;"),
             (block_m_body, "tall_cost = tall_waves * kHopperTallRows * pct;"),
-            (block_m_body, "if (head_dim != 64 || causal) return narrower;"),
+            (block_m_body, "tall_wins = tall_exists && tall_cost < base_cost;"),
+            (block_m_body, "if (!wide_exists) return narrower;"),
             (block_m_body, "wide_cost = wide_waves * kHopperWideRows * kHopperWidePct;"),
-            (block_m_body, "return wide_cost < (tall_cost < base_cost ? tall_cost : base_cost) ? "
+            (block_m_body, "return wide_cost < (tall_wins ? tall_cost : base_cost) ? "
                            "kHopperWideRows : narrower;")):
         if needle not in body:
             raise ValueError(f"tile_config.h's Hopper tile rule no longer has the mirrored form "
@@ -339,22 +342,24 @@ def hopper_row_cost_pct(d, block_m, causal, sk):
 def hopper_block_m(d, sq, causal, sk, heads=0, sms=0, num_splits=2):
     """Mirror of hopper_block_m: the tiles a call of num_splits splits runs; an unsplit call on
     a grid of heads = b * h takes the height whose weighted waves are fewer (wide tiles only at
-    d=64 without the mask)."""
+    d=64, with the mask only below tall_min_sq rows)."""
     t = HOPPER_TILES
     tall_exists = d in (64, 128) and (not causal or sq >= t["tall_min_sq"])
-    if num_splits != 1 or heads <= 0 or sms <= 0 or not tall_exists:
+    wide_exists = d == 64 and (not causal or sq < t["tall_min_sq"])
+    if num_splits != 1 or heads <= 0 or sms <= 0 or not (tall_exists or wide_exists):
         return hopper_split_block_m(d, sq, causal, sk)
     pct = hopper_row_cost_pct(d, t["tall_m"], causal, sk)
     base_waves = -(-heads * -(-sq // t["base_m"]) // sms)
     tall_waves = -(-heads * -(-sq // t["tall_m"]) // sms)
     base_cost = base_waves * t["base_m"] * 100
     tall_cost = tall_waves * t["tall_m"] * pct
-    narrower = t["tall_m"] if tall_cost < base_cost else t["base_m"]
-    if d != 64 or causal:
+    tall_wins = tall_exists and tall_cost < base_cost
+    narrower = t["tall_m"] if tall_wins else t["base_m"]
+    if not wide_exists:
         return narrower
     wide_waves = -(-heads * -(-sq // t["wide_m"]) // sms)
     wide_cost = wide_waves * t["wide_m"] * t["wide_pct"]
-    return t["wide_m"] if wide_cost < min(tall_cost, base_cost) else narrower
+    return t["wide_m"] if wide_cost < (tall_cost if tall_wins else base_cost) else narrower
 
 
 def hopper_block_n(block_m):

@@ -68,6 +68,13 @@ MEMCHECK_CASES = [
     # padding) against 520 keys (a part-masked last block).
     Case("bf16-d64-full-G1-hopper256-padding", "bf16", 64, False, 8, 440, 520, 33, 33, 1,
          "contiguous", 256),
+    # Causal tiles of consumers side by side rotate the consumers' row slices from tile to tile
+    # (4 tiles per SM on 256 rows below; 2 per SM on 192 rows: 33 heads of 1536 rows, 264
+    # tiles of 192 in two rounds against 396 of 128 in three).
+    Case("fp16-d64-causal-G1-hopper256-rotating", "fp16", 64, True, 8, 440, 520, 33, 33, 1,
+         "contiguous", 256),
+    Case("bf16-d128-causal-G1-hopper192-rotating", "bf16", 128, True, 1, 1536, 1536, 33, 33, 1,
+         "contiguous", 192),
     # The tail split (unsplit, no mask, more tiles than SMs; on 132 SMs): 133 tiles leave one,
     # cut over 16 SMs; 576 tiles of 192 rows at d=64 leave 48 (up to 3 parts); 560 of 192 rows
     # at d=128 leave 32 (the fold in passes, for 160-register consumers).
@@ -85,6 +92,9 @@ RACECHECK_CASES = [
     Case("race-bf16-d64-causal-G1-hopper192", "bf16", 64, True, 1, 1536, 256, 12, 12, 1,
          "contiguous", 192),
     Case("race-bf16-d64-full-G1-hopper256", "bf16", 64, False, 1, 512, 256, 48, 48, 1,
+         "contiguous", 256),
+    # Causal tiles drawn from a counter through the tile ring: 264 tiles of 256 rows, two per SM.
+    Case("race-fp16-d64-causal-G1-hopper256-drawn", "fp16", 64, True, 4, 512, 512, 33, 33, 1,
          "contiguous", 256),
     Case("race-fp16-d64-G2-portable-wide", "fp16", 64, False, 1, 20, 300, 4, 1, 2, "contiguous"),
     Case("race-fp16-d128-decode-G2-narrow", "fp16", 128, False, 1, 1, 150, 4, 2, 2,

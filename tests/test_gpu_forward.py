@@ -103,7 +103,11 @@ def test_forward_honours_any_finite_softmax_scale(request, d, causal, scale, sq,
 # fourth consumer, a part-masked last key block), and 264 heads of 440 rows (the last tile's
 # fourth consumer all padding). 34 causal heads
 # of 1536 rows at d=64 (408 tiles of 128, four rounds, or 272 of 192, three) run 192 rows
-# unsplit only over more than 4096 keys, where a tall row weighs 88% instead of 97%.
+# unsplit only over more than 4096 keys, where a tall row weighs 88% instead of 95%. Causal
+# tiles whose consumers run side by side rotate the consumers' row slices from tile to tile:
+# 256 causal heads of 1000 rows at d=64 run 256 rows (8 tiles per SM, a part-padded last
+# tile against 1100 keys), 96 causal heads of 2000 rows 192 rows (8 per SM; the last tile's
+# third consumer sees only padding), at d=64 over 2300 keys and at d=128.
 TILE_GRIDS = {"d64-sq700": (16, 36, 700, 900, 64, False, 192, 128),
               "d128-sq2304": (4, 16, 2304, 2200, 128, False, 192, 128),
               "d128-causal-sq1536": (1, 12, 1536, 1600, 128, True, 192, 128),
@@ -112,7 +116,10 @@ TILE_GRIDS = {"d64-sq700": (16, 36, 700, 900, 64, False, 192, 128),
               "d64-sq1000-wide": (8, 32, 1000, 1100, 64, False, 256, 128),
               "d64-sq440-wide-padding": (8, 33, 440, 520, 64, False, 256, 128),
               "d64-causal-sk4096": (2, 17, 1536, 4096, 64, True, 128, 192),
-              "d64-causal-sk4224": (2, 17, 1536, 4224, 64, True, 192, 192)}
+              "d64-causal-sk4224": (2, 17, 1536, 4224, 64, True, 192, 192),
+              "d64-causal-sq1000-wide": (8, 32, 1000, 1100, 64, True, 256, 128),
+              "d64-causal-sq2000-rotating": (6, 16, 2000, 2300, 64, True, 192, 192),
+              "d128-causal-sq2000-rotating": (6, 16, 2000, 2000, 128, True, 192, 128)}
 
 
 @requires_native

@@ -29,6 +29,7 @@ class FastDivmod {
     return static_cast<int>((hi + static_cast<uint32_t>(n)) >> shift_);
   }
   FS_HOST_DEVICE int mod(int n, int quotient) const { return n - quotient * divisor_; }
+  FS_HOST_DEVICE int divisor() const { return divisor_; }
 
  private:
   FS_HOST_DEVICE static uint32_t mulhi(uint32_t a, uint32_t b) {

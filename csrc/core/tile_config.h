@@ -62,27 +62,30 @@ constexpr bool hopper_persistent(long long sk) {
 
 // Rows per block of the Hopper kernel: 128 (two consumer warpgroups, ping-pong) or 192 (three
 // consumer warpgroups side by side), which run faster per row (H100, benchmarks/NOTES.md steps
-// 16 and 20-23) but fill the SMs in coarser steps; and, for unsplit d=64 calls without the
-// mask, 256 (four consumers over 64-key blocks, kHopperWideBlockN: with 128-key blocks a
-// consumer needs ~122 registers and the block has 112; step 29). The constants are on lines of
-// their own because benchmarks/tune_num_splits.py reads them.
+// 16 and 20-23) but fill the SMs in coarser steps; and, for unsplit d=64 calls, 256 (four
+// consumers over 64-key blocks, kHopperWideBlockN: with 128-key blocks a consumer needs ~122
+// registers and the block has 112; step 29), with the causal mask only below kHopperTallMinSq
+// rows (step 33). The constants are on lines of their own because benchmarks/tune_num_splits.py
+// reads them.
 constexpr int kHopperBaseRows = 128;
 constexpr int kHopperTallRows = 192;
 constexpr int kHopperWideRows = 256;
 constexpr int kHopperWideBlockN = 64;
 // Cost of a tall-tile row in % of a base-tile row: d=64 without the causal mask; d=64 with it,
-// on persistent tiles (at most kHopperPersistentMaxKeyBlocks key blocks) and on longer ones
+// on persistent tiles (at most kHopperPersistentMaxKeyBlocks key blocks; 0.95 at 2048 and 4096
+// rows since causal tiles rotate their consumers' row slices, step 33) and on longer ones
 // (0.79-0.86 fitted from forced tiles at 6144-8192 rows, and split calls over 8k-128k keys run
-// 9-12% faster on 192 rows at their best G; where the two heights are closest on persistent
-// tiles, 2048-4096 rows, they swap places between machines: benchmarks/NOTES.md step 25); and
-// d=128 (0.93 without the mask; 0.92-0.95 with it from 2048 rows, 1.0 below).
+// 9-12% faster on 192 rows at their best G: benchmarks/NOTES.md step 25); and d=128 (0.93
+// without the mask; 0.92-0.95 with it from 2048 rows, 1.0 below).
 constexpr int kHopperTallPct = 87;
-constexpr int kHopperTallPctCausal = 97;
+constexpr int kHopperTallPctCausal = 95;
 constexpr int kHopperTallPctCausalLong = 88;
 constexpr int kHopperTallPctD128 = 93;
-// Cost of a wide-tile row (d=64 without the mask), fitted to forced tiles at 256-8192 rows:
-// 6-9% more than a tall row, so wide tiles win only where they pad less or fill fewer waves
-// (512 and 1024 rows: +3-6%; benchmarks/NOTES.md step 29).
+// Cost of a wide-tile row (d=64), fitted to forced tiles at 256-8192 rows without the mask: 6-9%
+// more than a tall row, so wide tiles win only where they pad less or fill fewer waves (512 and
+// 1024 rows: +3-6%; benchmarks/NOTES.md step 29). With the mask, where tall tiles do not run,
+// 0.90-0.97 of a base row (512 and 1024 rows: their 64-key blocks compute less of the masked
+// diagonal; step 33).
 constexpr int kHopperWidePct = 95;
 // From this many query rows tall tiles may run with the mask too (below it base tiles win with
 // the mask by up to 24% at d=64 and 11% at d=128), and split calls at d=64 run them there.
@@ -117,13 +120,14 @@ constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal, long
 // row-count rule alone cannot do this: tall tiles win 5-15% per row on a full grid
 // and lose up to 30% on a grid of one or two waves (2048 rows of 16 heads at d=64: 176 tiles
 // of 192 take two rounds, as 256 of 128 do). heads or sm_count 0: the grid is unknown, so
-// hopper_split_block_m. Wide tiles (d=64 without the mask) then win where their weighted waves
-// are fewer still.
+// hopper_split_block_m. Wide tiles (d=64; with the mask below kHopperTallMinSq rows, where
+// tall ones do not run) then win where their weighted waves are fewer still.
 constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long sk,
                              long long heads = 0, int sm_count = 0, int num_splits = 2) {
   const bool tall_exists =
       (head_dim == 64 || head_dim == 128) && (!causal || sq >= kHopperTallMinSq);
-  if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !tall_exists)
+  const bool wide_exists = head_dim == 64 && (!causal || sq < kHopperTallMinSq);
+  if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !(tall_exists || wide_exists))
     return hopper_split_block_m(head_dim, sq, causal, sk);
   const long long pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);
   const long long base_tiles = heads * ((sq + kHopperBaseRows - 1) / kHopperBaseRows);
@@ -132,12 +136,13 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
   const long long tall_waves = (tall_tiles + sm_count - 1) / sm_count;
   const long long base_cost = base_waves * kHopperBaseRows * 100;
   const long long tall_cost = tall_waves * kHopperTallRows * pct;
-  const int narrower = tall_cost < base_cost ? kHopperTallRows : kHopperBaseRows;
-  if (head_dim != 64 || causal) return narrower;
+  const bool tall_wins = tall_exists && tall_cost < base_cost;
+  const int narrower = tall_wins ? kHopperTallRows : kHopperBaseRows;
+  if (!wide_exists) return narrower;
   const long long wide_tiles = heads * ((sq + kHopperWideRows - 1) / kHopperWideRows);
   const long long wide_waves = (wide_tiles + sm_count - 1) / sm_count;
   const long long wide_cost = wide_waves * kHopperWideRows * kHopperWidePct;
-  return wide_cost < (tall_cost < base_cost ? tall_cost : base_cost) ? kHopperWideRows : narrower;
+  return wide_cost < (tall_wins ? tall_cost : base_cost) ? kHopperWideRows : narrower;
 }
 
 // Tiles of the Hopper (wgmma) kernel: block_m query rows of one head in consumer warpgroups of

@@ -44,6 +44,11 @@ struct AttnFwdParams {
   // launch's tail split; the launcher clears what needs it). nullptr = no tail split.
   void* tail_ws = nullptr;
   size_t tail_ws_bytes = 0;
+
+  // Causal Hopper calls on 192- or 256-row tiles that run persistent hand the tiles out through
+  // this counter (one int; the launcher clears it), longest first in groups of heads
+  // (core/tile_order.h). nullptr = each block walks a static share of the tiles.
+  int* tile_counter = nullptr;
 };
 
 }  // namespace flashsplit

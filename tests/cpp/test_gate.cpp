@@ -342,16 +342,16 @@ TEST(GateFamily, TilesFollowTheFamily) {
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
   p.sq = 1024;  // short sequences: 128-row ping-pong tiles
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
-  // With the causal mask tall tiles run only from 1536 rows, and their rows gain less: 97% of
+  // With the causal mask tall tiles run only from 1536 rows, and their rows gain less: 95% of
   // a base row over at most 4096 keys (persistent tiles), 88% over more.
   p.causal = true;
   p.sq = 1536;  // no padding either way
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
-  p.sq = 2048;  // 2112 rows of 192 against 2048 of 128: 1.031 * 0.97 > 1
+  p.sq = 2048;  // 2112 rows of 192 against 2048 of 128: 1.031 * 0.95 < 1
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
+  p.sq = 2176;  // 2304 rows against 2176: 1.059 * 0.95 > 1
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
-  p.sq = 4096;
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
-  p.sk = 4097;  // 33 key blocks: 1.031 * 0.88 < 1
+  p.sk = 4097;  // 33 key blocks: 1.059 * 0.88 < 1
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
   p.sq = 1792;  // 1920 rows against 1792: 1.071 * 0.88 < 1
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
@@ -367,9 +367,9 @@ TEST(GateFamily, TilesFollowTheFamily) {
 }
 
 TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
-  // G = 1: 192-row tiles where their waves, weighted by a row's cost (87% at d=64, 97% / 88%
-  // with the mask over at most / more than 4096 keys, 93% at d=128), are fewer than the 128-row tiles' waves; split calls keep the tiles
-  // the heuristic modelled (tiles_for).
+  // G = 1: 192-row tiles where their waves, weighted by a row's cost (87% at d=64, 95% / 88%
+  // with the mask over at most / more than 4096 keys, 93% at d=128), are fewer than the 128-row
+  // tiles' waves; split calls keep the tiles the heuristic modelled (tiles_for).
   AttnProblem p = long_sequence_problem();
   p.d = 64; p.h = 32; p.hk = 32;
   const auto run_m = [&](int sms, int g) {
@@ -378,7 +378,7 @@ TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
   p.b = 32; p.sq = p.sk = 512;  // 4096 tiles of 128 (32 waves) vs 3072 of 192 (24 waves)
   EXPECT_EQ(run_m(132, 1), 256) << "2048 tiles of 256 (16 waves): 16 * 2 * 0.95 < 24 * 1.5 * 0.87";
   p.causal = true;
-  EXPECT_EQ(run_m(132, 1), 128) << "with the mask: no wide tiles, no tall ones below 1536 rows";
+  EXPECT_EQ(run_m(132, 1), 256) << "with the mask: wide tiles below 1536 rows, 16 * 2 * 0.95 < 32";
   p.causal = false;
   EXPECT_EQ(run_m(132, 2), 128) << "split calls run the modelled tiles";
   EXPECT_EQ(run_m(0, 1), 128) << "no SM count: the grid is unknown";
@@ -396,15 +396,18 @@ TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
   EXPECT_EQ(run_m(132, 3), 192);
   p.sq = p.sk = 1536;  // 192 tiles of 128 (2 waves) vs 128 of 192 (1 wave)
   EXPECT_EQ(run_m(132, 1), 192);
-  // With the mask: tall tiles only from 1536 rows, weighted at 97% over at most 4096 keys and
-  // 88% over more.
+  // With the mask: tall tiles only from 1536 rows, weighted at 95% over at most 4096 keys and
+  // 88% over more; wide tiles below 1536 rows.
   p.causal = true;
-  p.b = 16; p.h = p.hk = 32; p.sq = p.sk = 1024;
+  p.b = 16; p.h = p.hk = 32; p.sq = p.sk = 1024;  // 2048 tiles of 256 (16 waves) vs 4096 of 128
+  EXPECT_EQ(run_m(132, 1), 256);
+  p.b = 1; p.h = p.hk = 16;  // one wave either way: 2 * 0.95 > 1
   EXPECT_EQ(run_m(132, 1), 128);
+  p.h = p.hk = 32;
   p.b = 2; p.sq = p.sk = 8192;  // 4096 tiles (32 waves) vs 2752 (21): 27.7 < 32
   EXPECT_EQ(run_m(132, 1), 192);
-  p.b = 4; p.sq = p.sk = 4096;  // 32 waves vs 22: 32.01 > 32
-  EXPECT_EQ(run_m(132, 1), 128);
+  p.b = 4; p.sq = p.sk = 4096;  // 32 waves vs 22: 22 * 1.5 * 0.95 = 31.35 < 32
+  EXPECT_EQ(run_m(132, 1), 192);
   p.sk = 16384;  // the same tiles over 128 key blocks: 29.0 < 32
   EXPECT_EQ(run_m(132, 1), 192);
   p.b = 1; p.h = p.hk = 16; p.sq = p.sk = 8192;  // 1024 tiles (8 waves) vs 688 (6): 7.9 < 8
@@ -413,21 +416,21 @@ TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
   EXPECT_EQ(run_m(132, 1), 192);
   p.sk = 2048;  // 8.7 > 8 over 2048
   EXPECT_EQ(run_m(132, 1), 128);
-  EXPECT_EQ(run_m(132, 2), 128) << "split calls run the modelled tiles";
+  EXPECT_EQ(run_m(132, 2), 192) << "split calls run the modelled tiles: 2112 * 0.95 < 2048";
   p.sk = 65536;
   EXPECT_EQ(run_m(132, 2), 192) << "split calls over long keys: 192 rows";
   // The launcher's rule is the same function with the keys, b * h, the SM count and G.
   EXPECT_EQ(hopper_block_m(64, 2048, true, 2048, 4 * 16, 132, 1), 128);
-  EXPECT_EQ(hopper_block_m(64, 4096, true, 4096, 4 * 32, 132, 1), 128);
+  EXPECT_EQ(hopper_block_m(64, 4096, true, 4096, 4 * 32, 132, 1), 192);
   EXPECT_EQ(hopper_block_m(64, 8192, true, 8192, 2 * 32, 132, 1), 192);
   EXPECT_EQ(hopper_block_m(64, 2048, true, 65536, 16, 132, 3), 192);
 }
 
-TEST(GateFamily, WideTilesOnlyForUnsplitD64CallsWithoutMask) {
+TEST(GateFamily, WideTilesOnlyForUnsplitD64Calls) {
   // 256-row tiles (four consumers, 64-key blocks) at 95% of a base row's cost: they win where
   // the 192-row tiles pad or fill more waves (bench_seqlen's d=64 points at 512 and 1024 rows),
   // and lose where those do not (768, 1536, and 2048 rows of 256 heads: 16 waves * 2 * 0.95 >
-  // 22 * 1.5 * 0.87).
+  // 22 * 1.5 * 0.87). With the mask they run below 1536 rows, where tall tiles do not.
   AttnProblem p = long_sequence_problem();
   p.d = 64; p.h = p.hk = 32;
   const auto run = [&](int g) { return tiles_for_run(KernelFamily::kHopperWgmma, p, 132, g); };
@@ -445,7 +448,11 @@ TEST(GateFamily, WideTilesOnlyForUnsplitD64CallsWithoutMask) {
   EXPECT_FALSE(tail_split_for_run(KernelFamily::kHopperWgmma, p, run(1), 132, 1).active())
       << "the tail split is planned in 128-key blocks";
   p.causal = true;
-  EXPECT_NE(run(1).block_m, 256) << "with the mask";
+  EXPECT_EQ(run(1).block_m, 256) << "with the mask below 1536 rows";
+  EXPECT_EQ(run(1).block_n, 64) << "with the mask below 1536 rows";
+  p.b = 8; p.sq = p.sk = 2048;
+  EXPECT_NE(run(1).block_m, 256) << "with the mask from 1536 rows";
+  p.b = 32; p.sq = p.sk = 512;
   p.causal = false;
   p.d = 128;
   EXPECT_NE(run(1).block_m, 256) << "at d=128";

@@ -15,9 +15,10 @@
 // stage as soon as it has read it. With two consumers, each overlaps a block's S and softmax
 // with the previous block's P V (and, with kCarry, a tile's last P V with the next tile's
 // first S); the two take turns issuing GEMMs (ping-pong), so one's softmax runs under the
-// other's GEMMs. Three consumers work side by side without overlap; each computes only the key
-// blocks its own rows can see and lets the others pass (the last tile's padding rows, the early
-// rows of a causal tile), which leaves the tensor cores to the other two.
+// other's GEMMs. Three or four consumers work side by side without overlap; each computes only
+// the key blocks its own rows can see and lets the others pass (the last tile's padding rows,
+// the early rows of a causal tile), which leaves the tensor cores to the others; on causal
+// tiles they take turns at the rows that see the most key blocks (kRotate).
 //
 // Tiles in shared memory are in TMA's 128-byte swizzle: a tile of R rows and D columns is D/64
 // "slabs" of R x 64 elements, one TMA box each. The split epilogue (fp32 partials) is the
@@ -38,6 +39,7 @@
 #include "core/split_partition.h"
 #include "core/tail_split.h"
 #include "core/tile_config.h"
+#include "core/tile_order.h"
 #include "kernels/attn_params.h"
 #include "kernels/fwd_common.cuh"
 #include "kernels/sm90/hopper_primitives.cuh"
@@ -61,6 +63,14 @@ struct HopperFwdParams {
   // inactive unless the caller gave a workspace, whose arrival counters the launcher clears.
   TailSplit tail{};
   float* tail_ws = nullptr;
+  // The grouped walk (kGroupedWalk) orders tiles in groups of units (split, batch, head), the
+  // query tiles of a group's units longest first (core/tile_order.h): tile t is query tile x of
+  // unit u with t = (u / G) * G * m_blocks + x * G + u % G, G = by_group_units' divisor. G = 1
+  // is the head-major order.
+  FastDivmod by_group_tiles{1}, by_group_units{1};
+  // Persistent grouped walks: blocks take their next tile from this counter (cleared by the
+  // launcher) instead of walking a static share of them. nullptr = the static walk.
+  int* tile_counter = nullptr;
 };
 
 // The shipped shapes come from hopper_tile_config; the other parameters exist so benchmarks of
@@ -105,13 +115,19 @@ struct HopperTiles {
   // 192-row tiles; with 128-row ping-pong tiles, whose last P V carries the next tile's first
   // S, one buffer makes that S wait for Q and costs up to 8% at d=64; benchmarks/NOTES.md).
   static constexpr int kQStages = QStages;
-  static constexpr int kBarrierBytes = (2 * kQStages + 4 * kStages) * 8;
+  // Tiles handed out through the counter (HopperFwdParams::tile_counter) pass from the producer
+  // to the consumers through a ring of this many slots (the producer runs up to kQStages tiles
+  // ahead, more over tiles without key blocks).
+  static constexpr int kTileRing = 4;
+  // The barriers (Q, K/V, then the tile ring's full and empty), then the tile ring's indices.
+  static constexpr int kBarrierBytes = (2 * kQStages + 4 * kStages + 2 * kTileRing) * 8 + kTileRing * 4;
   static constexpr int kSmemBytes =
       1024 + kQStages * kTileBytesQ + 2 * kStages * kTileBytesKV + kTileBytesO + kBarrierBytes;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block on sm_90");
   // setmaxnreg budgets: 128 * kProducerRegs + 128 * kConsumers * kConsumerRegs within the
-  // block's registers (four consumers: 640 threads of 96 at launch, so 112 each).
-  static constexpr int kProducerRegs = kConsumers == 2 ? 40 : kConsumers == 3 ? 32 : 24;
+  // block's registers (four consumers: 640 threads of 96 at launch, so 112 each; the producer's
+  // 32 fill the rest exactly, and its dynamic causal walk needs them: with 24 it spilled).
+  static constexpr int kProducerRegs = kConsumers == 2 ? 40 : 32;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : kConsumers == 3 ? 160 : 112;
   static_assert(kBlockN == 128 || kBlockN == 64, "wgmma_qk has 128- and 64-key blocks");
   static_assert(kBlockM % 64 == 0 && kConsumers >= 1, "consumers own 64 rows each");
@@ -135,6 +151,11 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // The tail kernel's pieces are a few blocks each, so it does not carry S across them (with
   // carry, ptxas spilled the d=128 ping-pong tail kernel).
   constexpr bool kCarry = Tiles::kCarry && !TailPass;
+  // Causal tiles of consumers side by side (192 and 256 rows) are walked in head groups,
+  // longest first, and drawn from a counter where the launch is persistent (core/tile_order.h;
+  // measured +7-12% at 2048-4096 rows). The ping-pong kernels keep the head-major static walk:
+  // there the counter measured even to 2.5% slower (benchmarks/NOTES.md step 34).
+  constexpr bool kGroupedWalk = Causal && !Tiles::kOverlap && !TailPass;
   const AttnFwdParams& p = hp.p;
   allow_dependent_launch();  // the split path's combine may now be scheduled
 
@@ -152,6 +173,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   uint64_t* v_full = k_full + kStages;
   uint64_t* k_empty = v_full + kStages;
   uint64_t* v_empty = k_empty + kStages;
+  uint64_t* tile_full = v_empty + kStages;  // the tile ring (dynamic causal walk)
+  uint64_t* tile_empty = tile_full + Tiles::kTileRing;
+  int* tile_ring = reinterpret_cast<int*>(tile_empty + Tiles::kTileRing);
 
   const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x % 32;
@@ -178,7 +202,15 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // a short one in the next, and every block's total work evens out. The rounds stay contiguous
   // windows of the tile order, so tiles running together still share K/V in L2.
   auto locate_tile = [&](int tile) {
-    const int rest = by_m_blocks.div(tile), x = by_m_blocks.mod(tile, rest);
+    int rest, x;
+    if constexpr (kGroupedWalk) {
+      const GroupedTile t = grouped_tile(tile, hp.by_group_tiles, hp.by_group_units);
+      rest = t.unit;
+      x = t.x;
+    } else {
+      rest = by_m_blocks.div(tile);
+      x = by_m_blocks.mod(tile, rest);
+    }
     // Causal tiles late in the sequence do the most work: start them first.
     m_block = Causal ? m_blocks - 1 - x : x;
     const int bh = by_splits.div(rest);
@@ -213,10 +245,19 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     range = KeyBlockRange{piece.kb_begin, piece.kb_end};
   };
 
+  // Persistent grouped walks draw their tiles from a counter.
+  const bool dynamic_walk = kGroupedWalk && hp.tile_counter != nullptr;
+
   if (threadIdx.x == 0) {
     for (int b = 0; b < Tiles::kQStages; ++b) {
       mbar_init(&q_full[b], 1);
       mbar_init(&q_empty[b], 4 * Tiles::kConsumers);
+    }
+    if constexpr (kGroupedWalk) {
+      for (int r = 0; r < Tiles::kTileRing; ++r) {
+        mbar_init(&tile_full[r], 1);
+        mbar_init(&tile_empty[r], 4 * Tiles::kConsumers);
+      }
     }
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&k_full[s], 1);
@@ -267,6 +308,23 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         if (++stage == kStages) stage = 0, phase ^= 1;
       }
     };
+    if (dynamic_walk) {
+      // Each tile drawn goes to the consumers through the tile ring (end_slot marks the end).
+      // The next one is drawn once this one's loads are issued: the consumers then still have
+      // the ring's blocks of it to compute, under which the counter's round trip runs.
+      int tile = blockIdx.x;
+      for (uint32_t n = 0;; ++n) {
+        const int r = n % Tiles::kTileRing;
+        mbar_wait(&tile_empty[r], ((n / Tiles::kTileRing) & 1) ^ 1);
+        tile_ring[r] = tile < end_slot ? tile : end_slot;
+        mbar_arrive(&tile_full[r]);
+        if (tile >= end_slot) break;
+        locate_tile(tile);
+        if (range.begin < range.end) produce();
+        tile = gridDim.x + atomicAdd(hp.tile_counter, 1);
+      }
+      return;
+    }
     for (int slot = first_slot; slot < end_slot; slot += slot_stride) {
       if constexpr (TailPass) {
         locate_piece(slot);
@@ -283,7 +341,16 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   const int consumer = warpgroup - 1;
   const int warp_in_group = (threadIdx.x / 32) % 4;
   const int quad_row = lane / 4, quad_col = lane % 4;
-  const int tile_row = consumer * 64 + warp_in_group * 16 + quad_row;
+  // This thread's first row within a 64-row slice of a tile.
+  const int slice_row = warp_in_group * 16 + quad_row;
+  // On causal tiles whose consumers run side by side (192 and 256 rows), a later 64-row slice
+  // sees more key blocks than an earlier one (up to one more per 64 rows on 192-row tiles, three
+  // on 256-row tiles of 64 keys), so with slice = consumer the last consumer would have the most
+  // work in every tile and the others would wait for it at the K/V ring. Rotating the slices
+  // from tile to tile gives each consumer every slice in turn (every consumer counts the same
+  // q_round, so a tile's slices stay a permutation of its consumers).
+  constexpr bool kRotate = Causal && !Tiles::kOverlap;
+  const int tile_row = consumer * 64 + slice_row;  // without rotation, for every tile
   int row0 = 0;  // this thread's rows of the current tile: row0 and row0 + 8
 
   const float scale_log2 = fmaxf(fabsf(p.softmax_scale) * static_cast<float>(M_LOG2E), FLT_MIN);
@@ -332,8 +399,10 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       for (int i = 0; i < BN / 2; ++i) s[i] = -s[i];
     }
     // Mask keys past sk and, if causal, keys a row may not see (only blocks that need it).
+    // (Rotating consumers know their slice's first row; the ping-pong kernels keep the tile's.)
     const int n0 = n * BN;
-    if (n0 + BN > p.sk || (Causal && n0 + BN - 1 > m0 + p.sk - p.sq)) {
+    const int first_row = kRotate ? row0 - slice_row : m0;
+    if (n0 + BN > p.sk || (Causal && n0 + BN - 1 > first_row + p.sk - p.sq)) {
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) {
         const int key = n0 + (i / 4) * 8 + quad_col * 2 + (i % 2);
@@ -418,13 +487,19 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   uint32_t q_round = 0;  // tiles with work so far, as the producer counts them
   int qb = 0;            // the current tile's Q buffer
 
+  // The 64-row slice of the next tile this consumer computes (kRotate above).
+  auto next_slice = [&]() {
+    return kRotate ? static_cast<int>((consumer + q_round) % Tiles::kConsumers) : consumer;
+  };
+
   // Starts the located tile: this thread's rows, fresh softmax statistics, its Q buffer landed.
   auto begin_tile = [&]() {
-    row0 = m0 + tile_row;
+    const int slice = next_slice();
+    row0 = m0 + (kRotate ? slice * 64 + slice_row : tile_row);
     row_max[0] = row_max[1] = -INFINITY;
     row_sum[0] = row_sum[1] = 0.f;
     qb = q_round % Tiles::kQStages;
-    q_addr = smem_u32(sQ) + qb * Tiles::kTileBytesQ + consumer * 64 * 128;
+    q_addr = smem_u32(sQ) + qb * Tiles::kTileBytesQ + slice * 64 * 128;
     mbar_wait(&q_full[qb], (q_round / Tiles::kQStages) & 1);
     ++q_round;
   };
@@ -563,26 +638,42 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         // Rows at or past sq lie outside the map and are not written.
         for (int slab = 0; slab < Tiles::kSlabs; ++slab)
           tma_store_4d(&hp.o_map, sO_rows + slab * Tiles::kSlabBytesO + warp_rows, slab * 64,
-                       f.m0 + consumer * 64 + warp_in_group * 16, f.head, f.batch);
+                       kRotate ? f.row0 - quad_row : f.m0 + consumer * 64 + warp_in_group * 16,
+                       f.head, f.batch);
         bulk_commit_group();
       }
     }
   };
-  // Moves to the tile of walk slot `slot`, or the first later one of this block with key
-  // blocks to visit (the producer skips the others too), writing the rows of those it passes;
-  // returns the slot.
+  uint32_t tiles_drawn = 0;  // dynamic walk: tiles read from the tile ring so far
+  // The dynamic walk's next tile: the one the producer drew (end_slot at the end).
+  auto draw_tile = [&]() {
+    const int r = tiles_drawn % Tiles::kTileRing;
+    mbar_wait(&tile_full[r], (tiles_drawn / Tiles::kTileRing) & 1);
+    // (through a shuffle: the compiler then knows every lane holds the same tile)
+    const int tile = __shfl_sync(0xffffffffu, tile_ring[r], 0);
+    ++tiles_drawn;
+    release(&tile_empty[r]);
+    return tile;
+  };
+  // Moves to the tile of walk slot `slot` (the dynamic walk: to the next tile drawn, `slot`
+  // being the tile's index), or the first later one with key blocks to visit (the producer
+  // skips the others too), writing the rows of those it passes; returns the slot.
   // In the tail kernel an empty slot has no rows at all (a tail tile's rows are its pieces',
   // none of which is empty).
   auto next_work = [&](int slot) {
-    for (; slot < end_slot; slot += slot_stride) {
+    if (dynamic_walk) slot = draw_tile();
+    for (; slot < end_slot; slot = dynamic_walk ? draw_tile() : slot + slot_stride) {
       if constexpr (TailPass) {
         locate_piece(slot);
+      } else if (dynamic_walk) {
+        locate_tile(slot);
       } else {
         locate(slot);
       }
       if (range.begin < range.end) break;
       if (TailPass) continue;
-      write_rows(FinishedRows{m0, m0 + tile_row, batch, head, split, {-INFINITY, -INFINITY},
+      const int rows = kRotate ? next_slice() * 64 + slice_row : tile_row;
+      write_rows(FinishedRows{m0, m0 + rows, batch, head, split, {-INFINITY, -INFINITY},
                               {0.f, 0.f}, slot},
                  true);
     }
@@ -612,7 +703,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       // (frees each once it has landed) without computing on them.
       // (Read through a shuffle, so the compiler sees a bound the same in every lane of the warp
       // and keeps the loops free of divergence handling: measured 4-10% slower without.)
-      const int first_row = m0 + consumer * 64;
+      const int first_row = kRotate ? row0 - slice_row : m0 + consumer * 64;
       const int visible_end = __shfl_sync(
           0xffffffffu,
           first_row >= p.sq

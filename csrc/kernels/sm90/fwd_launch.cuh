@@ -54,6 +54,22 @@ void launch_variant(HopperFwdParams hp, gpuStream_t stream, bool persistent) {
   hp.by_splits = FastDivmod(p.num_splits);
   hp.by_heads = FastDivmod(p.h);
   hp.by_group = FastDivmod(p.h / p.hk);
+  if constexpr (Causal && !Tiles::kOverlap) {
+    // Causal tiles of consumers side by side (the kernel's kGroupedWalk): persistent launches
+    // given a counter draw their tiles from it, and one block per tile runs them in the order
+    // the hardware starts blocks: both in the grouped order, longest first
+    // (core/tile_order.h). The static walk keeps the head-major order its snake rounds pair up.
+    const bool dynamic = persistent && p.tile_counter != nullptr;
+    const int group = persistent && !dynamic
+                          ? 1
+                          : causal_tile_group(static_cast<long long>(p.num_splits) * p.b * p.h);
+    hp.by_group_units = FastDivmod(group);
+    hp.by_group_tiles = FastDivmod(group * m_blocks);
+    if (dynamic) {
+      hp.tile_counter = p.tile_counter;
+      FS_GPU_CHECK(gpuMemsetAsync(p.tile_counter, 0, sizeof(int), stream));
+    }
+  }
   kernel<<<blocks, Tiles::kThreads, Tiles::kSmemBytes, stream>>>(hp);
   FS_LAUNCH_CHECK("hopper_fwd_kernel launch");
   if constexpr (!Causal && !Split && Tiles::kBlockN == kHopperBlockN) {
@@ -126,8 +142,8 @@ struct PingPongTiles {
   using For = HopperTiles<D, 128, true, true, 2, true>;
 };
 
-// Where hopper_block_m picks 256 rows (unsplit d=64 calls without the mask): four consumers
-// side by side over 64-key blocks (at 128 keys a consumer needs ~122 registers; four get 112
+// Where hopper_block_m picks 256 rows (unsplit d=64 calls; with the mask below 1536 rows): four
+// consumers side by side over 64-key blocks (at 128 keys a consumer needs ~122 registers; four get 112
 // each), six stages of the K/V ring, so it holds as many keys as three of 128.
 using WideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false, kHopperWideBlockN>;
 
@@ -141,12 +157,13 @@ void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
                                      params.sm_count, params.num_splits);
   if (block_m == kHopperWideRows) {
     if constexpr (D == 64) {
-      // Only this one form exists: hopper_block_m takes wide tiles for nothing else.
-      if (params.causal || params.num_splits != 1) {
-        throw std::logic_error("flashsplit: wide Hopper tiles are for unsplit calls without mask");
+      // Only unsplit forms exist: hopper_block_m takes wide tiles for nothing else.
+      if (params.num_splits != 1) {
+        throw std::logic_error("flashsplit: wide Hopper tiles are for unsplit calls");
       }
-      return launch_variant<Elem, D, false, false, WideTiles>(
-          make_hopper_params<D, WideTiles>(params), stream, persistent);
+      const HopperFwdParams hp = make_hopper_params<D, WideTiles>(params);
+      return params.causal ? launch_variant<Elem, D, true, false, WideTiles>(hp, stream, persistent)
+                           : launch_variant<Elem, D, false, false, WideTiles>(hp, stream, persistent);
     }
     throw std::logic_error("flashsplit: wide Hopper tiles are for d=64, got d=" +
                            std::to_string(D));
