@@ -6,10 +6,12 @@
 // draw those finish a long tile after the rest: 7-11% over the average block's work at
 // bench_seqlen's causal points on 192- and 256-row tiles, 4-7% on 128-row tiles (simulated;
 // benchmarks/NOTES.md step 34). A persistent causal launch therefore hands its tiles out through a
-// counter as blocks free up, in an order that lists each group of `causal_tile_group` (split,
-// batch, head) units' query tiles longest first across the group's units: the last tiles handed
-// out are short, and blocks finish within about one short tile of each other. A group's units
-// are few enough that their keys and values stay in L2 while its tiles run.
+// counter as blocks free up, in an order that lists each group of units (split, batch, head)
+// longest query tile first across the group's units: the last tiles handed out are short, and
+// blocks finish within about one short tile of each other. The larger a group the closer this
+// comes to longest-first over the whole call, but a group's keys and values must stay in L2
+// while its tiles run: groups hold up to kCausalGroupKvBytes of them (measured best at 16-32 MB
+// on the H100's 50 MB L2; 64 MB ran 4-24% slower; step 35).
 #pragma once
 
 #include "core/fast_divmod.h"
@@ -17,30 +19,46 @@
 
 namespace flashsplit {
 
-constexpr int kCausalTileGroupUnits = 16;
+constexpr long long kCausalGroupKvBytes = 32LL << 20;
 
-// Units per group: the largest divisor of `units` up to kCausalTileGroupUnits (groups must cover
-// the units exactly); 1 gives the head-major order of the static walk.
-constexpr int causal_tile_group(long long units) {
-  for (int g = kCausalTileGroupUnits; g > 1; --g) {
-    if (units % g == 0) return g;
-  }
-  return 1;
+// Units per group: as many as hold kCausalGroupKvBytes of keys and values (kv_bytes_per_unit
+// each), at least 1, at most all of them.
+constexpr int causal_tile_group(long long units, long long kv_bytes_per_unit) {
+  const long long fit = kv_bytes_per_unit > 0 ? kCausalGroupKvBytes / kv_bytes_per_unit : units;
+  return static_cast<int>(fit < 1 ? 1 : fit > units ? units : fit);
+}
+
+// The grouped order of units * m_blocks tiles in groups of G units, the last group holding the
+// rest (units % G) where G does not divide units:
+// tile = (unit / G) * G * m_blocks + x * g + unit % G, g = the units of unit's group.
+// G = 1 gives the head-major order (tile = unit * m_blocks + x).
+struct TileGroups {
+  FastDivmod by_group_tiles{1};  // G * m_blocks
+  FastDivmod by_group_units{1};  // G
+  FastDivmod by_last_units{1};   // the last group's units
+  int last_group_tile = 0;       // its first tile
+};
+inline TileGroups make_tile_groups(int units, int m_blocks, int group) {
+  TileGroups t;
+  const int full = units / group, rest = units - full * group;
+  t.by_group_tiles = FastDivmod(group * m_blocks);
+  t.by_group_units = FastDivmod(group);
+  t.by_last_units = FastDivmod(rest > 0 ? rest : group);
+  t.last_group_tile = (rest > 0 ? full : full - 1) * group * m_blocks;
+  return t;
 }
 
 // Tile `tile` of the grouped order: query tile x (0 = the longest; the kernel maps it to a
-// query block) of unit `unit` (split, batch, head), where
-// tile = (unit / G) * G * m_blocks + x * G + unit % G; by_group_tiles divides by G * m_blocks,
-// by_group_units by G (G = 1: tile = unit * m_blocks + x, the head-major order).
+// query block) of unit `unit`.
 struct GroupedTile {
   int unit;
   int x;
 };
-FS_HOST_DEVICE inline GroupedTile grouped_tile(int tile, const FastDivmod& by_group_tiles,
-                                               const FastDivmod& by_group_units) {
-  const int group = by_group_tiles.div(tile), in_group = by_group_tiles.mod(tile, group);
-  const int x = by_group_units.div(in_group);
-  return GroupedTile{group * by_group_units.divisor() + by_group_units.mod(in_group, x), x};
+FS_HOST_DEVICE inline GroupedTile grouped_tile(int tile, const TileGroups& t) {
+  const int group = t.by_group_tiles.div(tile), in_group = t.by_group_tiles.mod(tile, group);
+  const FastDivmod& by_units = tile >= t.last_group_tile ? t.by_last_units : t.by_group_units;
+  const int x = by_units.div(in_group);
+  return GroupedTile{group * t.by_group_units.divisor() + by_units.mod(in_group, x), x};
 }
 
 }  // namespace flashsplit

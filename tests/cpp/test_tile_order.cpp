@@ -3,46 +3,50 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "core/tile_order.h"
 
 namespace flashsplit {
 namespace {
 
-TEST(TileOrder, GroupIsTheLargestDivisorUpToSixteen) {
-  EXPECT_EQ(causal_tile_group(1024), 16);  // bench_seqlen's grids: powers of two
-  EXPECT_EQ(causal_tile_group(96), 16);
-  EXPECT_EQ(causal_tile_group(45), 15);
-  EXPECT_EQ(causal_tile_group(34), 2);
-  EXPECT_EQ(causal_tile_group(33), 11);
-  EXPECT_EQ(causal_tile_group(17), 1);  // a prime above 16: the head-major order
-  EXPECT_EQ(causal_tile_group(1), 1);
+TEST(TileOrder, GroupsHoldUpTo32MBOfKeysAndValues) {
+  constexpr long long kMB = 1 << 20;
+  // bench_seqlen's causal points: d=64 at 1024 keys (256 KB a unit), d=128 at 4096 (2 MB).
+  EXPECT_EQ(causal_tile_group(512, 256 * 1024), 128);
+  EXPECT_EQ(causal_tile_group(64, 2 * kMB), 16);
+  EXPECT_EQ(causal_tile_group(100, 1024), 100) << "at most every unit";
+  EXPECT_EQ(causal_tile_group(100, 64 * kMB), 1) << "at least one unit";
+  EXPECT_EQ(causal_tile_group(7, 0), 7);
 }
 
 TEST(TileOrder, GroupedTilesVisitEveryTileOnceLongestFirstWithinAGroup) {
-  for (const auto& [units, m_blocks] : std::vector<std::pair<int, int>>{
-           {1024, 2}, {512, 4}, {256, 11}, {128, 22}, {96, 11}, {34, 9}, {17, 5}, {1, 7}}) {
-    const int g = causal_tile_group(units);
-    const FastDivmod by_group_tiles(g * m_blocks), by_group_units(g);
+  // (units, query tiles per unit, units per group): groups that divide the units and groups
+  // that leave a smaller last one.
+  for (const auto& [units, m_blocks, group] : std::vector<std::tuple<int, int, int>>{
+           {1024, 2, 128}, {512, 4, 64}, {256, 11, 32}, {128, 22, 16}, {96, 11, 16},
+           {34, 9, 16}, {17, 5, 4}, {5, 3, 8}, {1, 7, 1}, {40, 6, 40}}) {
+    const TileGroups groups = make_tile_groups(units, m_blocks, group);
     std::set<std::pair<int, int>> seen;
     int previous_x = -1, previous_group = -1;
     for (int tile = 0; tile < units * m_blocks; ++tile) {
-      const GroupedTile t = grouped_tile(tile, by_group_tiles, by_group_units);
+      const GroupedTile t = grouped_tile(tile, groups);
       ASSERT_GE(t.unit, 0);
-      ASSERT_LT(t.unit, units);
+      ASSERT_LT(t.unit, units) << "tile " << tile << " of " << units << "x" << m_blocks;
       ASSERT_GE(t.x, 0);
       ASSERT_LT(t.x, m_blocks);
       ASSERT_TRUE(seen.insert({t.unit, t.x}).second) << "tile " << tile << " repeats";
       // Within a group the query tiles come longest first (x never decreases); a new group
       // starts again at x = 0.
-      const int group = t.unit / g;
-      if (group == previous_group) {
+      const int g = t.unit / group;
+      if (g == previous_group) {
         ASSERT_GE(t.x, previous_x) << "tile " << tile;
       } else {
         ASSERT_EQ(t.x, 0) << "tile " << tile;
       }
-      previous_group = group;
+      previous_group = g;
       previous_x = t.x;
     }
     EXPECT_EQ(static_cast<int>(seen.size()), units * m_blocks);
@@ -51,9 +55,9 @@ TEST(TileOrder, GroupedTilesVisitEveryTileOnceLongestFirstWithinAGroup) {
 
 TEST(TileOrder, GroupOfOneIsTheHeadMajorOrder) {
   const int m_blocks = 6;
-  const FastDivmod by_group_tiles(m_blocks), by_group_units(1);
+  const TileGroups groups = make_tile_groups(40, m_blocks, 1);
   for (int tile = 0; tile < 40 * m_blocks; ++tile) {
-    const GroupedTile t = grouped_tile(tile, by_group_tiles, by_group_units);
+    const GroupedTile t = grouped_tile(tile, groups);
     EXPECT_EQ(t.unit, tile / m_blocks);
     EXPECT_EQ(t.x, tile % m_blocks);
   }

@@ -64,10 +64,9 @@ struct HopperFwdParams {
   TailSplit tail{};
   float* tail_ws = nullptr;
   // The grouped walk (kGroupedWalk) orders tiles in groups of units (split, batch, head), the
-  // query tiles of a group's units longest first (core/tile_order.h): tile t is query tile x of
-  // unit u with t = (u / G) * G * m_blocks + x * G + u % G, G = by_group_units' divisor. G = 1
-  // is the head-major order.
-  FastDivmod by_group_tiles{1}, by_group_units{1};
+  // query tiles of a group's units longest first (core/tile_order.h); one unit per group is the
+  // head-major order.
+  TileGroups groups{};
   // Persistent grouped walks: blocks take their next tile from this counter (cleared by the
   // launcher) instead of walking a static share of them. nullptr = the static walk.
   int* tile_counter = nullptr;
@@ -204,7 +203,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   auto locate_tile = [&](int tile) {
     int rest, x;
     if constexpr (kGroupedWalk) {
-      const GroupedTile t = grouped_tile(tile, hp.by_group_tiles, hp.by_group_units);
+      const GroupedTile t = grouped_tile(tile, hp.groups);
       rest = t.unit;
       x = t.x;
     } else {

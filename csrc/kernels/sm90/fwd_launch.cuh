@@ -60,11 +60,13 @@ void launch_variant(HopperFwdParams hp, gpuStream_t stream, bool persistent) {
     // the hardware starts blocks: both in the grouped order, longest first
     // (core/tile_order.h). The static walk keeps the head-major order its snake rounds pair up.
     const bool dynamic = persistent && p.tile_counter != nullptr;
-    const int group = persistent && !dynamic
-                          ? 1
-                          : causal_tile_group(static_cast<long long>(p.num_splits) * p.b * p.h);
-    hp.by_group_units = FastDivmod(group);
-    hp.by_group_tiles = FastDivmod(group * m_blocks);
+    const int units = p.num_splits * p.b * p.h;
+    // A unit's keys and values: its split's share of its k/v head's (shared by h / hk units).
+    const long long kv_bytes_per_unit =
+        2LL * p.sk * D * static_cast<long long>(sizeof(Elem)) /
+        (static_cast<long long>(p.num_splits) * (p.h / p.hk));
+    const int group = persistent && !dynamic ? 1 : causal_tile_group(units, kv_bytes_per_unit);
+    hp.groups = make_tile_groups(units, m_blocks, group);
     if (dynamic) {
       hp.tile_counter = p.tile_counter;
       FS_GPU_CHECK(gpuMemsetAsync(p.tile_counter, 0, sizeof(int), stream));
