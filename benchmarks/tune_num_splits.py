@@ -145,8 +145,8 @@ def combine_batches(g: int, d: int) -> int:
 # a base row; tall_min_sq, from where tall tiles may run with the mask and d=64 split calls
 # take them (where unless padded: ceil(sq / tall_m) * tall_m * pct < ceil(sq / base_m) *
 # base_m * 100); wide_m / wide_pct / wide_block_n, the wide tiles unsplit d=64 calls may take
-# (with the mask below tall_min_sq rows); block_n and blocks_per_sm. Its tiles hold one query head's rows
-# (packs_heads = false).
+# (with the mask below tall_min_sq rows); block_n and blocks_per_sm. Its tiles hold one query
+# head's rows (packs_heads = false).
 HOPPER_TILES = dict(head_dims=(64, 128), tall_min_sq=1536, base_m=128, tall_m=192, tall_pct=87,
                     tall_pct_causal=95, tall_pct_causal_long=88, tall_pct_d128=93,
                     wide_m=256, wide_pct=95, wide_block_n=64,

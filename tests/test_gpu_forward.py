@@ -107,7 +107,9 @@ def test_forward_honours_any_finite_softmax_scale(request, d, causal, scale, sq,
 # tiles whose consumers run side by side rotate the consumers' row slices from tile to tile:
 # 256 causal heads of 1000 rows at d=64 run 256 rows (8 tiles per SM, a part-padded last
 # tile against 1100 keys), 96 causal heads of 2000 rows 192 rows (8 per SM; the last tile's
-# third consumer sees only padding), at d=64 over 2300 keys and at d=128.
+# third consumer sees only padding), at d=64 over 2300 keys and at d=128; and with fewer keys
+# than rows, so the first 300 / 500 rows see none (whole tiles without key blocks pass through
+# the tile ring).
 TILE_GRIDS = {"d64-sq700": (16, 36, 700, 900, 64, False, 192, 128),
               "d128-sq2304": (4, 16, 2304, 2200, 128, False, 192, 128),
               "d128-causal-sq1536": (1, 12, 1536, 1600, 128, True, 192, 128),
@@ -119,7 +121,9 @@ TILE_GRIDS = {"d64-sq700": (16, 36, 700, 900, 64, False, 192, 128),
               "d64-causal-sk4224": (2, 17, 1536, 4224, 64, True, 192, 192),
               "d64-causal-sq1000-wide": (8, 32, 1000, 1100, 64, True, 256, 128),
               "d64-causal-sq2000-rotating": (6, 16, 2000, 2300, 64, True, 192, 192),
-              "d128-causal-sq2000-rotating": (6, 16, 2000, 2000, 128, True, 192, 128)}
+              "d128-causal-sq2000-rotating": (6, 16, 2000, 2000, 128, True, 192, 128),
+              "d64-causal-sq1000-wide-empty-rows": (8, 32, 1000, 700, 64, True, 256, 128),
+              "d64-causal-sq2000-rotating-empty-rows": (6, 16, 2000, 1500, 64, True, 192, 192)}
 
 
 @requires_native

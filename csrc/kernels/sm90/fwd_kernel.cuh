@@ -119,7 +119,8 @@ struct HopperTiles {
   // ahead, more over tiles without key blocks).
   static constexpr int kTileRing = 4;
   // The barriers (Q, K/V, then the tile ring's full and empty), then the tile ring's indices.
-  static constexpr int kBarrierBytes = (2 * kQStages + 4 * kStages + 2 * kTileRing) * 8 + kTileRing * 4;
+  static constexpr int kBarrierBytes =
+      (2 * kQStages + 4 * kStages + 2 * kTileRing) * 8 + kTileRing * 4;
   static constexpr int kSmemBytes =
       1024 + kQStages * kTileBytesQ + 2 * kStages * kTileBytesKV + kTileBytesO + kBarrierBytes;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block on sm_90");

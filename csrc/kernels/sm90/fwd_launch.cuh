@@ -145,8 +145,8 @@ struct PingPongTiles {
 };
 
 // Where hopper_block_m picks 256 rows (unsplit d=64 calls; with the mask below 1536 rows): four
-// consumers side by side over 64-key blocks (at 128 keys a consumer needs ~122 registers; four get 112
-// each), six stages of the K/V ring, so it holds as many keys as three of 128.
+// consumers side by side over 64-key blocks (at 128 keys a consumer needs ~122 registers; four
+// get 112 each), six stages of the K/V ring, so it holds as many keys as three of 128.
 using WideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false, kHopperWideBlockN>;
 
 // Rows per block follow hopper_block_m with the plan's inputs (the keys, the grid's b * h, the
@@ -164,8 +164,10 @@ void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
         throw std::logic_error("flashsplit: wide Hopper tiles are for unsplit calls");
       }
       const HopperFwdParams hp = make_hopper_params<D, WideTiles>(params);
-      return params.causal ? launch_variant<Elem, D, true, false, WideTiles>(hp, stream, persistent)
-                           : launch_variant<Elem, D, false, false, WideTiles>(hp, stream, persistent);
+      if (params.causal) {
+        return launch_variant<Elem, D, true, false, WideTiles>(hp, stream, persistent);
+      }
+      return launch_variant<Elem, D, false, false, WideTiles>(hp, stream, persistent);
     }
     throw std::logic_error("flashsplit: wide Hopper tiles are for d=64, got d=" +
                            std::to_string(D));
