@@ -487,15 +487,17 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   uint32_t q_round = 0;  // tiles with work so far, as the producer counts them
   int qb = 0;            // the current tile's Q buffer
 
-  // The 64-row slice of the next tile this consumer computes (kRotate above).
+  // The 64-row slice of the next tile this consumer computes (kRotate above), and this thread's
+  // first row within the tile in that slice (without rotation always tile_row).
   auto next_slice = [&]() {
     return kRotate ? static_cast<int>((consumer + q_round) % Tiles::kConsumers) : consumer;
   };
+  auto row_in_tile = [&](int slice) { return kRotate ? slice * 64 + slice_row : tile_row; };
 
   // Starts the located tile: this thread's rows, fresh softmax statistics, its Q buffer landed.
   auto begin_tile = [&]() {
     const int slice = next_slice();
-    row0 = m0 + (kRotate ? slice * 64 + slice_row : tile_row);
+    row0 = m0 + row_in_tile(slice);
     row_max[0] = row_max[1] = -INFINITY;
     row_sum[0] = row_sum[1] = 0.f;
     qb = q_round % Tiles::kQStages;
@@ -672,8 +674,8 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       }
       if (range.begin < range.end) break;
       if (TailPass) continue;
-      const int rows = kRotate ? next_slice() * 64 + slice_row : tile_row;
-      write_rows(FinishedRows{m0, m0 + rows, batch, head, split, {-INFINITY, -INFINITY},
+      write_rows(FinishedRows{m0, m0 + row_in_tile(next_slice()), batch, head, split,
+                              {-INFINITY, -INFINITY},
                               {0.f, 0.f}, slot},
                  true);
     }
