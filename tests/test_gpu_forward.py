@@ -145,6 +145,36 @@ def test_unsplit_calls_pick_tiles_by_waves(request, dtype, grid):
         assert_matches_reference(out, lse, q, k, refs, causal, what)
 
 
+# Persistent 128-row ping-pong tiles at d=128 issue a tile's first S = Q K^T with the previous
+# tile's last P V only on tiles of up to 4 key blocks (hopper_carry_across_tiles): 160 heads of
+# 512 rows (640 tiles, about 5 per SM) carry, of 1024 rows do not, and 2 splits of 1024 keys
+# (4 blocks each) carry again; d=64 always carries.
+CARRY_CASES = {"d128-sk512": (512, 128, 1, True),
+               "d128-sk1024": (1024, 128, 1, False),
+               "d128-sk1024-2-splits": (1024, 128, 2, True),
+               "d64-sk1024": (1024, 64, 2, True)}
+
+
+@requires_native
+@pytest.mark.parametrize("case", list(CARRY_CASES))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_ping_pong_tiles_with_and_without_carry(request, dtype, causal, case):
+    """explain reports whether S is carried across tiles, and the output matches the reference
+    either way, with many tiles per SM."""
+    s, d, num_splits, carry = CARRY_CASES[case]
+    b, h = 8, 20
+    q, k, v = rand_qkv(generator_for(request), b, s, s, h, h, d, dtype)
+    what = f"b={b} h={h} s={s} d={d} causal={causal} num_splits={num_splits}"
+    decision = assert_native(q, k, v, causal, num_splits)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if decision["kernel"] == "hopper_wgmma" and sms == 132:
+        assert decision["block_m"] == 128, f"{what}: {decision}"
+        assert decision["carry"] is carry, f"{what}: {decision}"
+    out, lse = fs_forward(q, k, v, causal, num_splits)
+    assert_matches_reference(out, lse, q, k, references(q, k, v, causal=causal), causal, what)
+
+
 def assert_wide_tiles_on_h100(decision, what):
     """Where the grid is sized for it (the Hopper kernel on 132 SMs), the call runs the 256-row
     tiles over 64-key blocks."""

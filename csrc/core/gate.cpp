@@ -200,6 +200,13 @@ TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const Ti
   return plan_tail_split(tiles_total, static_cast<int>(key_blocks), sm_count);
 }
 
+bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& p,
+                                const TileConfig& tiles, int num_splits) {
+  return family == KernelFamily::kHopperWgmma && tiles.block_m == kHopperBaseRows &&
+         hopper_persistent(p.sk) && hopper_carry_across_tiles(static_cast<int>(p.d), p.sk,
+                                                              num_splits);
+}
+
 int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceInfo& device,
                        int requested) {
   const TileConfig modelled = tiles_for(family, p);

@@ -56,6 +56,12 @@ TileConfig tiles_for_run(KernelFamily family, const AttnProblem& problem, int sm
 TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& problem,
                              const TileConfig& tiles, int sm_count, int num_splits);
 
+// Whether a call of num_splits splits on `tiles` carries S across tiles
+// (hopper_carry_across_tiles): only persistent Hopper launches of 128-row ping-pong tiles carry
+// at all. The Hopper launcher applies the same rule to its own tiles.
+bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& problem,
+                                const TileConfig& tiles, int num_splits);
+
 // The G a call runs for a requested num_splits (0: the heuristic, on the tiles of tiles_for).
 // Where the heuristic splits but an unsplit call would run other tiles (tiles_for_run at
 // G = 1), G = 1 wins if its modelled time on those tiles, weighted by their row cost

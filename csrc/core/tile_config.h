@@ -60,6 +60,19 @@ constexpr bool hopper_persistent(long long sk) {
   return (sk + kHopperBlockN - 1) / kHopperBlockN <= kHopperPersistentMaxKeyBlocks;
 }
 
+// Whether persistent 128-row ping-pong tiles issue a tile's first S = Q K^T together with the
+// previous tile's last P V (the kernel's kCarry), by the key blocks a split's tiles walk. At
+// d=128 (bench_seqlen's timing, both ways alternated in one call; benchmarks/NOTES.md step 36)
+// the carry pays on tiles of up to 4 blocks (+0.6-1% at 512 keys) and costs 0.5-1.5% on 8-16
+// (1024-2048 keys), where the next tile's Q and K must land before the last P V can start; at
+// d=64 it measured +3-6% at every length (step 14) and stays on.
+constexpr int kHopperCarryMaxKeyBlocksD128 = 4;
+constexpr bool hopper_carry_across_tiles(int head_dim, long long sk, int num_splits) {
+  const long long blocks = (sk + kHopperBlockN - 1) / kHopperBlockN;
+  const long long per_split = num_splits > 1 ? (blocks + num_splits - 1) / num_splits : blocks;
+  return head_dim != 128 || per_split <= kHopperCarryMaxKeyBlocksD128;
+}
+
 // Rows per block of the Hopper kernel: 128 (two consumer warpgroups, ping-pong) or 192 (three
 // consumer warpgroups side by side), which run faster per row (H100, benchmarks/NOTES.md steps
 // 16 and 20-23) but fill the SMs in coarser steps; and, for unsplit d=64 calls, 256 (four

@@ -48,6 +48,8 @@ pybind11::dict explain(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   // pieces one of them is cut into.
   d["tail_tiles"] = plan.tail.tail_tiles;
   d["tail_parts"] = plan.tail.max_parts;
+  // Whether a tile's first S = Q K^T runs under the previous tile's last P V.
+  d["carry"] = plan.carry;
   return d;
 }
 

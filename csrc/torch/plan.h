@@ -26,6 +26,7 @@ struct Plan {
   int split_block_n = 0;
   DeviceInfo device;  // what the gate and the heuristic saw; the launch uses its SMs and cc
   TailSplit tail;     // the last round spread over every SM (core/tail_split.h), if active
+  bool carry = false;  // S carried across tiles (carry_across_tiles_for_run)
 };
 
 // Shapes, ranks, dtypes, devices and num_splits; throws c10::Error naming the argument.

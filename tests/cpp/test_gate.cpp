@@ -574,5 +574,36 @@ TEST(HopperSchedule, PersistentOnlyForShortTiles) {
   EXPECT_FALSE(hopper_persistent(4097));  // 33: long tiles use the hardware's scheduling
 }
 
+TEST(HopperSchedule, CarryAcrossTilesOnlyWhereItMeasuredFaster) {
+  // d=128: tiles of up to 4 key blocks of 128 (a split's share where split).
+  EXPECT_TRUE(hopper_carry_across_tiles(128, 512, 1));
+  EXPECT_TRUE(hopper_carry_across_tiles(128, 385, 1));   // 4 blocks, the last part-masked
+  EXPECT_FALSE(hopper_carry_across_tiles(128, 513, 1));  // 5 blocks
+  EXPECT_FALSE(hopper_carry_across_tiles(128, 1024, 1));
+  EXPECT_TRUE(hopper_carry_across_tiles(128, 1024, 2));   // 4 blocks per split
+  EXPECT_FALSE(hopper_carry_across_tiles(128, 1152, 2));  // 9 blocks: up to 5 per split
+  EXPECT_TRUE(hopper_carry_across_tiles(128, 4096, 8));
+  // d=64 always.
+  EXPECT_TRUE(hopper_carry_across_tiles(64, 512, 1));
+  EXPECT_TRUE(hopper_carry_across_tiles(64, 4096, 1));
+}
+
+TEST(HopperSchedule, CarryReportedOnlyForPersistentPingPongTiles) {
+  AttnProblem p = long_sequence_problem();  // d=128
+  p.sq = 512; p.sk = 512;
+  const TileConfig ping_pong{128, 128, 0, 1}, tall{192, 128, 0, 1};
+  EXPECT_TRUE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, 1));
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, tall, 1));
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kPortableMma, p, ping_pong, 1));
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kNone, p, ping_pong, 1));
+  p.sk = 1024;  // 8 blocks
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, 1));
+  EXPECT_TRUE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, 2));
+  p.d = 64;
+  EXPECT_TRUE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, 1));
+  p.sk = 4097;  // one block per tile: no tile follows another in a block
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, 1));
+}
+
 }  // namespace
 }  // namespace flashsplit

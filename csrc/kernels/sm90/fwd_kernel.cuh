@@ -70,6 +70,9 @@ struct HopperFwdParams {
   // Persistent grouped walks: blocks take their next tile from this counter (cleared by the
   // launcher) instead of walking a static share of them. nullptr = the static walk.
   int* tile_counter = nullptr;
+  // Kernels with kCarry: whether this launch carries S across tiles (hopper_carry_across_tiles
+  // in core/tile_config.h, by the key blocks its tiles walk).
+  bool carry = true;
 };
 
 // The shipped shapes come from hopper_tile_config; the other parameters exist so benchmarks of
@@ -786,15 +789,16 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         rescale_o();
         pack_p();
       }
-      // The tile's last P V. With kCarry it carries the next tile's first S = Q K^T and
-      // softmax, so no GEMM of a tile boundary runs with nothing beside it; the epilogue
-      // follows once P V has landed.
+      // The tile's last P V. With kCarry (and the launch's carry) it carries the next tile's
+      // first S = Q K^T and softmax, so no GEMM of a tile boundary runs with nothing beside
+      // it; the epilogue follows once P V has landed. Both consumers decide alike (the same
+      // tiles, the same flag), so their ping-pong turns stay paired.
       const FinishedRows done = finished_rows(slot);
       const int last_stage = stage;
       const uint32_t last_phase = phase;
       advance();
       slot = next_work(slot + slot_stride);
-      if (kCarry && slot < end_slot) {
+      if (kCarry && hp.carry && slot < end_slot) {
         begin_tile();
         issue_s_with_pv(last_stage, last_phase);
         block_scored(range.end - 1);
