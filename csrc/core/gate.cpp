@@ -189,9 +189,8 @@ TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count
 
 TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,
                              int sm_count, int num_splits) {
-  // Planned in 128-key blocks: the wide tiles' 64-key blocks run without it (fwd_launch.cuh).
-  if (family != KernelFamily::kHopperWgmma || num_splits != 1 || p.causal || tiles.block_m <= 0 ||
-      tiles.block_n != kHopperBlockN) {
+  if (family != KernelFamily::kHopperWgmma || tiles.block_m <= 0 ||
+      !tail_split_applies(p.causal, num_splits != 1, tiles.block_n)) {
     return TailSplit{};
   }
   const long long tiles_total = forward_blocks(p.b, p.sq, p.h, p.hk, tiles);
@@ -205,6 +204,13 @@ bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& p,
   return family == KernelFamily::kHopperWgmma && tiles.block_m == kHopperBaseRows &&
          hopper_persistent(p.sk) && hopper_carry_across_tiles(static_cast<int>(p.d), p.sk,
                                                               num_splits);
+}
+
+bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& p,
+                              const TileConfig& tiles) {
+  return family == KernelFamily::kHopperWgmma && p.causal &&
+         (tiles.block_m == kHopperTallRows || tiles.block_m == kHopperWideRows) &&
+         hopper_persistent(p.sk);
 }
 
 int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceInfo& device,

@@ -62,6 +62,13 @@ TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& problem,
 bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& problem,
                                 const TileConfig& tiles, int num_splits);
 
+// Whether a call on `tiles` hands its tiles out through a counter (core/tile_order.h):
+// persistent causal Hopper launches of tiles whose consumers run side by side (192 and 256
+// rows). The torch layer allocates the counter only for these; the launcher draws tiles only
+// when given one, on those tiles.
+bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& problem,
+                              const TileConfig& tiles);
+
 // The G a call runs for a requested num_splits (0: the heuristic, on the tiles of tiles_for).
 // Where the heuristic splits but an unsplit call would run other tiles (tiles_for_run at
 // G = 1), G = 1 wins if its modelled time on those tiles, weighted by their row cost

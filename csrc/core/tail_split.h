@@ -19,8 +19,16 @@
 #include <cstdint>
 
 #include "core/host_device.h"
+#include "core/tile_config.h"
 
 namespace flashsplit {
+
+// The calls that may take a tail split: unsplit, without a causal mask, on tiles of 128-key
+// blocks (kHopperBlockN: the overhead below was measured in them; the wide tiles' 64-key blocks
+// run without it). The planner (tail_split_for_run) and the Hopper launcher both ask this.
+constexpr bool tail_split_applies(bool causal, bool split, int block_n) {
+  return !causal && !split && block_n == kHopperBlockN;
+}
 
 // What a piece costs beyond its key blocks (a Q load, an epilogue, the partial's write, the
 // arrival, the fold), in key blocks: measured on the H100 against the tail run whole,

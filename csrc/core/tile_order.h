@@ -21,6 +21,13 @@ namespace flashsplit {
 
 constexpr long long kCausalGroupKvBytes = 32LL << 20;
 
+// A unit's keys and values: its split's share of its k/v head's (sk keys of d elements each, K
+// and V), which the group_heads = h / hk query heads of a GQA group share.
+constexpr long long causal_unit_kv_bytes(long long sk, int d, int elem_bytes, int num_splits,
+                                         int group_heads) {
+  return 2LL * sk * d * elem_bytes / (static_cast<long long>(num_splits) * group_heads);
+}
+
 // Units per group: as many as hold kCausalGroupKvBytes of keys and values (kv_bytes_per_unit
 // each), at least 1, at most all of them.
 constexpr int causal_tile_group(long long units, long long kv_bytes_per_unit) {

@@ -77,10 +77,10 @@ std::tuple<at::Tensor, at::Tensor> native_forward(const at::Tensor& q, const at:
     params.tail_ws = tail_ws.data_ptr();
     params.tail_ws_bytes = bytes;
   }
-  // Causal Hopper calls whose tiles are drawn from a counter use it (the launcher decides and
-  // clears it; core/tile_order.h).
+  // Causal Hopper calls whose tiles are drawn from a counter (core/tile_order.h; the launcher
+  // clears it).
   at::Tensor tile_counter;
-  if (causal && plan.gate.family == KernelFamily::kHopperWgmma) {
+  if (plan.tile_counter) {
     tile_counter = at::empty({1}, q.options().dtype(at::kInt));
     params.tile_counter = tile_counter.data_ptr<int>();
   }

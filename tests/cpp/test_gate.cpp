@@ -588,6 +588,21 @@ TEST(HopperSchedule, CarryAcrossTilesOnlyWhereItMeasuredFaster) {
   EXPECT_TRUE(hopper_carry_across_tiles(64, 4096, 1));
 }
 
+TEST(HopperSchedule, TilesDrawnFromACounterOnlyWhereConsumersRunSideBySide) {
+  AttnProblem p = long_sequence_problem();  // d=128, 4096 keys: persistent
+  p.causal = true;
+  const TileConfig ping_pong{128, 128, 0, 1}, tall{192, 128, 0, 1}, wide{256, 64, 0, 1};
+  EXPECT_TRUE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, tall));
+  EXPECT_TRUE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, wide));
+  EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, ping_pong));
+  EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kPortableMma, p, tall));
+  p.sk = 4097;  // one block per tile: the hardware hands them out
+  EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, tall));
+  p.sk = 4096;
+  p.causal = false;  // equal tiles: the static walk
+  EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, tall));
+}
+
 TEST(HopperSchedule, CarryReportedOnlyForPersistentPingPongTiles) {
   AttnProblem p = long_sequence_problem();  // d=128
   p.sq = 512; p.sk = 512;

@@ -98,6 +98,13 @@ TEST(TailSplit, FewTailTilesAreCutIntoManyParts) {
   EXPECT_FALSE(plan_tail_split(133, 8, 132).active()) << "8 blocks: 4 + 6 against 8";
 }
 
+TEST(TailSplit, AppliesToUnsplitUnmaskedCallsOf128KeyBlocks) {
+  EXPECT_TRUE(tail_split_applies(false, false, 128));
+  EXPECT_FALSE(tail_split_applies(true, false, 128)) << "tiles of unequal work";
+  EXPECT_FALSE(tail_split_applies(false, true, 128)) << "split calls";
+  EXPECT_FALSE(tail_split_applies(false, false, 64)) << "the wide tiles' 64-key blocks";
+}
+
 TEST(TailSplit, StaysOffWhereItCannotPay) {
   EXPECT_FALSE(plan_tail_split(2048, kTailOverheadBlocks + 1, 132).active());  // short tiles
   EXPECT_FALSE(plan_tail_split(132 * 15, 64, 132).active());  // a full last round

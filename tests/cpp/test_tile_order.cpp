@@ -22,6 +22,15 @@ TEST(TileOrder, GroupsHoldUpTo32MBOfKeysAndValues) {
   EXPECT_EQ(causal_tile_group(7, 0), 7);
 }
 
+TEST(TileOrder, AUnitsKeysAndValuesAreItsShareOfItsKvHead) {
+  // K and V of 1024 keys at d=64 in bf16: 256 KB; at d=128 over 4096 keys: 2 MB.
+  EXPECT_EQ(causal_unit_kv_bytes(1024, 64, 2, 1, 1), 256 * 1024);
+  EXPECT_EQ(causal_unit_kv_bytes(4096, 128, 2, 1, 1), 2 << 20);
+  EXPECT_EQ(causal_unit_kv_bytes(4096, 128, 2, 4, 1), 512 * 1024) << "a split's share";
+  EXPECT_EQ(causal_unit_kv_bytes(4096, 128, 2, 1, 8), 256 * 1024) << "shared by a GQA group";
+  EXPECT_EQ(causal_tile_group(512, causal_unit_kv_bytes(1024, 64, 2, 1, 1)), 128);
+}
+
 TEST(TileOrder, GroupedTilesVisitEveryTileOnceLongestFirstWithinAGroup) {
   // (units, query tiles per unit, units per group): groups that divide the units and groups
   // that leave a smaller last one.

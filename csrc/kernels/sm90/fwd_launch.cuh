@@ -26,9 +26,9 @@ void launch_variant(HopperFwdParams hp, gpuStream_t stream, bool persistent) {
     throw std::runtime_error("flashsplit: a persistent launch needs AttnFwdParams::sm_count, got " +
                              std::to_string(p.sm_count));
   }
-  // The tail split is planned in 128-key blocks (core/tail_split.h, gate.cpp); wide tiles' 64-key
-  // blocks run without it.
-  if constexpr (!Causal && !Split && Tiles::kBlockN == kHopperBlockN) {
+  // The calls the planner may give a tail split (core/tail_split.h).
+  constexpr bool kTailSplitApplies = tail_split_applies(Causal, Split, Tiles::kBlockN);
+  if constexpr (kTailSplitApplies) {
     if (p.tail_ws != nullptr) {
       hp.tail = plan_tail_split(tiles, ceil_div(p.sk, Tiles::kBlockN), p.sm_count);
       const size_t needed = tail_workspace_bytes(hp.tail, Tiles::kBlockM, D);
@@ -62,11 +62,9 @@ void launch_variant(HopperFwdParams hp, gpuStream_t stream, bool persistent) {
     // (core/tile_order.h). The static walk keeps the head-major order its snake rounds pair up.
     const bool dynamic = persistent && p.tile_counter != nullptr;
     const int units = p.num_splits * p.b * p.h;
-    // A unit's keys and values: its split's share of its k/v head's (shared by h / hk units).
-    const long long kv_bytes_per_unit =
-        2LL * p.sk * D * static_cast<long long>(sizeof(Elem)) /
-        (static_cast<long long>(p.num_splits) * (p.h / p.hk));
-    const int group = persistent && !dynamic ? 1 : causal_tile_group(units, kv_bytes_per_unit);
+    const long long kv_bytes = causal_unit_kv_bytes(p.sk, D, static_cast<int>(sizeof(Elem)),
+                                                    p.num_splits, p.h / p.hk);
+    const int group = persistent && !dynamic ? 1 : causal_tile_group(units, kv_bytes);
     hp.groups = make_tile_groups(units, m_blocks, group);
     if (dynamic) {
       hp.tile_counter = p.tile_counter;
@@ -75,7 +73,7 @@ void launch_variant(HopperFwdParams hp, gpuStream_t stream, bool persistent) {
   }
   kernel<<<blocks, Tiles::kThreads, Tiles::kSmemBytes, stream>>>(hp);
   FS_LAUNCH_CHECK("hopper_fwd_kernel launch");
-  if constexpr (!Causal && !Split && Tiles::kBlockN == kHopperBlockN) {
+  if constexpr (kTailSplitApplies) {
     if (hp.tail.active()) {
       // The pieces, one block per chunk, each starting as an SM leaves the main kernel.
       auto tail_kernel = hopper_fwd_kernel<Elem, D, false, false, Tiles, true>;
