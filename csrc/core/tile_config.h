@@ -64,8 +64,9 @@ constexpr bool hopper_persistent(long long sk) {
 // previous tile's last P V (the kernel's kCarry), by the key blocks a split's tiles walk. At
 // d=128 (bench_seqlen's timing, both ways alternated in one call; benchmarks/NOTES.md step 36)
 // the carry pays on tiles of up to 4 blocks (+0.6-1% at 512 keys) and costs 0.5-1.5% on 8-16
-// (1024-2048 keys), where the next tile's Q and K must land before the last P V can start; at
-// d=64 it measured +3-6% at every length (step 14) and stays on.
+// (1024-2048 keys), where the next tile's Q and K must land before the last P V can start. At
+// d=64 it measured +3-6% at 512-4096 rows (step 14) and even at 1024-2048 in step 36's A/B, so
+// it stays on there.
 constexpr int kHopperCarryMaxKeyBlocksD128 = 4;
 constexpr bool hopper_carry_across_tiles(int head_dim, long long sk, int num_splits) {
   const long long blocks = (sk + kHopperBlockN - 1) / kHopperBlockN;

@@ -74,7 +74,8 @@ def explain(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_siz
     the thread blocks per split of the forward grid; tail_tiles the tiles of an unsplit call's
     last round cut over every SM (0 = off) and tail_parts the most pieces one of them is cut
     into; carry whether a tile's first S = Q K^T is issued with the previous tile's last P V
-    (persistent 128-row Hopper tiles). Same validation (and the same errors) as flash_attn_func; strict does not raise here.
+    (persistent 128-row Hopper tiles). Same validation (and the same errors) as
+    flash_attn_func; strict does not raise here.
     """
     _, window_left, window_right = _checked_options(
         q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
