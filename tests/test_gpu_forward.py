@@ -175,6 +175,35 @@ def test_ping_pong_tiles_with_and_without_carry(request, dtype, causal, case):
     assert_matches_reference(out, lse, q, k, references(q, k, v, causal=causal), causal, what)
 
 
+# Causal 128-row ping-pong tiles at d=128 walk their key blocks first to last (the other
+# kernels last first; fwd_kernel.cuh, kForwardWalk), so the causal diagonal block comes last and
+# a tile's Q is freed after its last key block: more rows than keys (the first 400 rows see
+# none), more keys than rows (bottom-right alignment), a split call whose splits cut the
+# diagonal's tiles, and persistent tiles carrying S across tiles (512 rows, 4 blocks a tile).
+FORWARD_WALK_CASES = {"sq700-sk300": (8, 20, 700, 300, 1),
+                      "sq300-sk700": (8, 20, 300, 700, 1),
+                      "sq1000-3-splits": (2, 20, 1000, 1000, 3),
+                      "sq512-carry": (8, 20, 512, 512, 1)}
+
+
+@requires_native
+@pytest.mark.parametrize("case", list(FORWARD_WALK_CASES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_causal_ping_pong_tiles_walk_keys_forward(request, dtype, case):
+    """The output and lse match the reference where the causal d=128 ping-pong tiles walk
+    their key blocks from the first, including rows that see no key and split calls."""
+    b, h, sq, sk, num_splits = FORWARD_WALK_CASES[case]
+    d = 128
+    q, k, v = rand_qkv(generator_for(request), b, sq, sk, h, h, d, dtype)
+    what = f"b={b} h={h} sq={sq} sk={sk} d={d} causal=True num_splits={num_splits}"
+    decision = assert_native(q, k, v, True, num_splits)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if decision["kernel"] == "hopper_wgmma" and sms == 132:
+        assert decision["block_m"] == 128, f"{what}: {decision}"
+    out, lse = fs_forward(q, k, v, True, num_splits)
+    assert_matches_reference(out, lse, q, k, references(q, k, v, causal=True), True, what)
+
+
 def assert_wide_tiles_on_h100(decision, what):
     """Where the grid is sized for it (the Hopper kernel on 132 SMs), the call runs the 256-row
     tiles over 64-key blocks."""

@@ -7,10 +7,11 @@
 // hopper_persistent in core/tile_config.h).
 //
 // The producer is one thread issuing TMA loads of each tile's Q and of K and V per key block
-// into a ring of kStages stages; every load completes on a "full" mbarrier, and the producer
-// waits on the stage's "empty" mbarrier before refilling it. Consumers compute S = Q K^T with
-// both operands read by wgmma straight from shared memory, the online softmax in registers
-// (FFMA + ex2 as in the portable kernel), then O += P V with P fed from registers. K and V have
+// (last first; first to last on causal ping-pong tiles at d=128) into a ring of kStages
+// stages; every load completes on a "full" mbarrier, and the producer waits on the stage's
+// "empty" mbarrier before refilling it. Consumers compute S = Q K^T with both operands read
+// by wgmma straight from shared memory, the online softmax in registers (FFMA + ex2 as in the
+// portable kernel), then O += P V with P fed from registers. K and V have
 // separate barriers so S can start while V is still landing, and each consumer warp frees a
 // stage as soon as it has read it. With two consumers, each overlaps a block's S and softmax
 // with the previous block's P V (and, with kCarry, a tile's last P V with the next tile's
@@ -248,6 +249,15 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     range = KeyBlockRange{piece.kb_begin, piece.kb_end};
   };
 
+  // The order a tile's key blocks are walked in: last first, so masking (the keys past sk, the
+  // causal diagonal) is needed only early, except on causal ping-pong tiles at d=128, which
+  // walk them first to last. Walking back from its own diagonal, each of a head's query tiles
+  // running side by side asks for a different block of the head's keys and values; walking
+  // forward they ask for the same block together. Measured +0.4-3% at d=128 (bench_seqlen's
+  // causal 512 and 1024 rows, small grids, long keys) but 0.7-2% slower at d=64
+  // (benchmarks/NOTES.md step 37).
+  constexpr bool kForwardWalk = Causal && Tiles::kOverlap && D == 128;
+  constexpr int kWalkStep = kForwardWalk ? 1 : -1;
   // Persistent grouped walks draw their tiles from a counter.
   const bool dynamic_walk = kGroupedWalk && hp.tile_counter != nullptr;
 
@@ -294,8 +304,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         tma_load_4d(sQ + qb * Tiles::kTileBytesQ + slab * Tiles::kSlabBytesQ, &hp.q_map,
                     &q_full[qb], slab * 64, m0, head, batch);
       ++q_round;
-      // Last key block first, as the consumers walk them (masking is then needed only early).
-      for (int n = range.end - 1; n >= range.begin; --n) {
+      // Key blocks in the order the consumers walk them (kForwardWalk).
+      for (int n = kForwardWalk ? range.begin : range.end - 1;
+           kForwardWalk ? n < range.end : n >= range.begin; n += kWalkStep) {
         unsigned char* k_dst = sK + stage * Tiles::kTileBytesKV;
         unsigned char* v_dst = sV + stage * Tiles::kTileBytesKV;
         mbar_wait(&k_empty[stage], phase ^ 1);
@@ -689,11 +700,12 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
   };
   // Once S of key block n (in `stage`) has landed: free its K (and Q after the tile's last
-  // block: blocks are walked backwards), then softmax, leaving P in s.
+  // block walked), then softmax, leaving P in s.
   auto block_scored = [&](int n) {
     fence_accumulators(s);
     release(&k_empty[stage]);
-    if (n == range.begin) release(&q_empty[qb]);  // the tile's last read of Q
+    // The tile's last read of Q.
+    if (n == (kForwardWalk ? range.end - 1 : range.begin)) release(&q_empty[qb]);
     softmax(n);
   };
 
@@ -770,7 +782,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       issue_qk(stage);
       pass_turn();
       wgmma_wait<0>();
-      block_scored(range.end - 1);  // a tile's first block is its last key block
+      block_scored(kForwardWalk ? range.begin : range.end - 1);  // the tile's first block
       zero_o();
       pack_p();
     };
@@ -779,7 +791,8 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     while (slot < end_slot) {
       // Each further block overlaps its S = Q K^T and softmax with the previous block's
       // O += P V on the tensor cores; O is rescaled once that P V has landed.
-      for (int n = range.end - 2; n >= range.begin; --n) {
+      for (int n = kForwardWalk ? range.begin + 1 : range.end - 2;
+           kForwardWalk ? n < range.end : n >= range.begin; n += kWalkStep) {
         const int prev_stage = stage;
         const uint32_t prev_phase = phase;
         advance();
@@ -801,7 +814,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       if (kCarry && hp.carry && slot < end_slot) {
         begin_tile();
         issue_s_with_pv(last_stage, last_phase);
-        block_scored(range.end - 1);
+        block_scored(kForwardWalk ? range.begin : range.end - 1);
         pv_landed(last_stage);
         write_rows(done, false);
         zero_o();
