@@ -145,6 +145,18 @@ def test_unsplit_calls_pick_tiles_by_waves(request, dtype, grid):
         assert_matches_reference(out, lse, q, k, refs, causal, what)
 
 
+def check_ping_pong_call(q, k, v, causal, num_splits, carry, what):
+    """On an H100 / H200 (132 SMs) explain must report 128-row Hopper tiles and the given
+    carry; everywhere the output and lse must match the reference."""
+    decision = assert_native(q, k, v, causal, num_splits)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if decision["kernel"] == "hopper_wgmma" and sms == 132:
+        assert decision["block_m"] == 128, f"{what}: {decision}"
+        assert decision["carry"] is carry, f"{what}: {decision}"
+    out, lse = fs_forward(q, k, v, causal, num_splits)
+    assert_matches_reference(out, lse, q, k, references(q, k, v, causal=causal), causal, what)
+
+
 # Persistent 128-row ping-pong tiles at d=128 without the causal mask issue a tile's first
 # S = Q K^T with the previous tile's last P V only on tiles of up to 4 key blocks
 # (hopper_carry_across_tiles): 160 heads of 512 rows (640 tiles, about 5 per SM) carry, of 1024
@@ -168,13 +180,7 @@ def test_ping_pong_tiles_with_and_without_carry(request, dtype, causal, case):
     b, h = 8, 20
     q, k, v = rand_qkv(generator_for(request), b, s, s, h, h, d, dtype)
     what = f"b={b} h={h} s={s} d={d} causal={causal} num_splits={num_splits}"
-    decision = assert_native(q, k, v, causal, num_splits)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if decision["kernel"] == "hopper_wgmma" and sms == 132:
-        assert decision["block_m"] == 128, f"{what}: {decision}"
-        assert decision["carry"] is (carry or causal), f"{what}: {decision}"
-    out, lse = fs_forward(q, k, v, causal, num_splits)
-    assert_matches_reference(out, lse, q, k, references(q, k, v, causal=causal), causal, what)
+    check_ping_pong_call(q, k, v, causal, num_splits, carry or causal, what)
 
 
 # Causal 128-row ping-pong tiles at d=128 walk their key blocks first to last (the other
@@ -200,15 +206,9 @@ def test_causal_ping_pong_tiles_walk_keys_forward(request, dtype, case):
     d = 128
     q, k, v = rand_qkv(generator_for(request), b, sq, sk, h, h, d, dtype)
     what = f"b={b} h={h} sq={sq} sk={sk} d={d} causal=True num_splits={num_splits}"
-    decision = assert_native(q, k, v, True, num_splits)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if decision["kernel"] == "hopper_wgmma" and sms == 132:
-        assert decision["block_m"] == 128, f"{what}: {decision}"
-        # Causal d=128 ping-pong tiles carry S across tiles wherever the launch is persistent
-        # (up to 32 key blocks of 128).
-        assert decision["carry"] is (sk <= 4096), f"{what}: {decision}"
-    out, lse = fs_forward(q, k, v, True, num_splits)
-    assert_matches_reference(out, lse, q, k, references(q, k, v, causal=True), True, what)
+    # Causal d=128 ping-pong tiles carry S across tiles wherever the launch is persistent (up to
+    # 32 key blocks of 128).
+    check_ping_pong_call(q, k, v, True, num_splits, sk <= 4096, what)
 
 
 def assert_wide_tiles_on_h100(decision, what):
