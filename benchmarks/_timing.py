@@ -7,7 +7,9 @@ Timing method (why it looks like this):
   host has finished enqueueing the call before the start event fires; otherwise a tiny decode
   kernel would be timed together with the Python overhead of launching it.
 - When one input set fits in L2 (50 MB on H100), several sets are rotated so every call reads
-  its inputs from HBM, as it would inside a model.
+  its inputs from HBM, as it would inside a model: call by call, also across the functions of
+  one interleaved repetition (until session 15 they shared a repetition's set, so every function
+  after the first read inputs the first had just pulled into L2).
 """
 
 from __future__ import annotations
@@ -234,7 +236,8 @@ def time_cuda_interleaved(torch, fns: Sequence[Callable], arg_sets: Sequence[tup
     GPU's speed during the measurement (clocks, power, the previous shape's after-effects)
     falls on all of them alike instead of on whichever ran first. On the H100, timing split
     counts one after another read the first ones of some decode shapes 15-18% slow against
-    other runs (benchmarks/NOTES.md, "interleaved timing").
+    other runs (benchmarks/NOTES.md, "interleaved timing"). Each call takes the next of
+    arg_sets, so no call reads inputs its predecessor left in L2.
 
     Python's garbage collector is paused (as timeit does): a collection during a call stalls
     its enqueue by up to a few ms, which the GPU would otherwise count (host_stalled_reps
@@ -266,8 +269,10 @@ def _time_cuda_interleaved(torch, fns: List[Callable], arg_sets: Sequence[tuple]
     rounds = 0
     began = time.perf_counter()
     for i in range(reps):
-        args = arg_sets[i % len(arg_sets)]
         for f, fn in enumerate(fns):
+            # Every call takes the next input set, so where several sets rotate (one fits in
+            # L2) no call reads the inputs the call before it has just pulled into L2.
+            args = arg_sets[(i * len(fns) + f) % len(arg_sets)]
             start, end = events[f][i]
             torch.cuda._sleep(sleep_cycles)
             start.record()

@@ -76,20 +76,40 @@ def test_drift_falls_on_every_function_alike():
     assert b["median_ms"] / a["median_ms"] == pytest.approx(1.0, abs=0.012)
 
 
-def test_inputs_rotate_per_repetition_for_all_functions():
+def test_inputs_rotate_call_by_call_across_functions():
+    # Where several input sets rotate (one fits in L2), no timed call may read the set the call
+    # before it read, or it would find that set's inputs in L2; over the repetitions every
+    # function reads every set equally often.
     gpu = FakeGpu()
-    seen = {"a": [], "b": []}
+    order = []  # (function, set) of every call, in order
 
     def make(name):
         def fn(x):
-            seen[name].append(x)
+            order.append((name, x))
             gpu.run(name, 1.0)
         return fn
 
     T.time_cuda_interleaved(gpu.torch(), [make("a"), make("b")], [(0,), (1,), (2,)],
                             warmup=0, reps=6)
-    assert seen["a"][-6:] == [0, 1, 2, 0, 1, 2]
-    assert seen["b"][-6:] == [0, 1, 2, 0, 1, 2]
+    timed = order[-12:]
+    assert [name for name, _ in timed] == ["a", "b"] * 6
+    sets = [x for _, x in timed]
+    assert all(x != y for x, y in zip(sets, sets[1:]))
+    for name in "ab":
+        read = sorted(x for n, x in timed if n == name)
+        assert read == [0, 0, 1, 1, 2, 2]
+
+
+def test_one_input_set_serves_every_call():
+    gpu = FakeGpu()
+    seen = []
+
+    def fn(x):
+        seen.append(x)
+        gpu.run("a", 1.0)
+
+    T.time_cuda_interleaved(gpu.torch(), [fn, fn], [(7,)], warmup=0, reps=3)
+    assert seen[-6:] == [7] * 6
 
 
 def test_time_cuda_is_the_single_function_case():
