@@ -72,7 +72,7 @@ struct HopperFwdParams {
   // launcher) instead of walking a static share of them. nullptr = the static walk.
   int* tile_counter = nullptr;
   // Kernels with kCarry: whether this launch carries S across tiles (hopper_carry_across_tiles
-  // in core/tile_config.h, by the key blocks its tiles walk).
+  // in core/tile_config.h, by the mask and the key blocks its tiles walk).
   bool carry = true;
 };
 
