@@ -5,7 +5,8 @@
 #   3. GPU tests: python -m pytest -q -m gpu tests (log + junit xml), twice: as shipped and
 #      with FLASHSPLIT_DISABLE_HOPPER=1 (the portable kernels serve every call)
 #   4. compute-sanitizer: memcheck + racecheck on small cases (scripts/sanitize.sh)
-#   5. short benchmarks: bench_splitkv.py and bench_seqlen.py (CSV + PNG)
+#   5. short benchmarks: bench_splitkv.py and bench_seqlen.py (CSV + PNG), with the board's
+#      power and SM clock sampled meanwhile (scripts/power_summary.py; samples in the tar)
 # and prints a SHORT summary LAST. Every stage runs under `timeout`, and all stages share one
 # overall budget (TOTAL_BUDGET seconds): a slow stage shrinks the ones after it instead of the
 # whole call being killed from outside.
@@ -353,6 +354,14 @@ else
     BENCH_DIR="$WORK/bench"
     mkdir -p "$BENCH_DIR"
     half=$(( budget / 2 ))
+    # The board's power state while the benchmarks run (every bench_seqlen point runs at the
+    # H100's power limit: benchmarks/NOTES.md, session 18), summarised beside their tables.
+    POWER_PID=""
+    if command -v nvidia-smi >/dev/null 2>&1; then
+      nvidia-smi --query-gpu=clocks.sm,power.draw,enforced.power.limit,clocks_throttle_reasons.active \
+          --format=csv,noheader,nounits -lms 200 > "$WORK/gpu_power.csv" 2>/dev/null &
+      POWER_PID=$!
+    fi
     log "bench_splitkv ($BENCH, ${half}s max)"
     # shellcheck disable=SC2086
     timeout --signal=INT --kill-after=15 "$half" "$PY" benchmarks/bench_splitkv.py $mode_flag \
@@ -372,6 +381,11 @@ else
     for f in bench_splitkv.csv bench_seqlen.csv bench_seqlen.png; do
       [ -f "$BENCH_DIR/$f" ] && cp "$BENCH_DIR/$f" "$OUT_DIR/$f"
     done
+    if [ -n "$POWER_PID" ]; then
+      kill "$POWER_PID" 2>/dev/null
+      wait "$POWER_PID" 2>/dev/null
+      DETAIL_LINES+=("$("$PY" scripts/power_summary.py "$WORK/gpu_power.csv" 2>&1 | head -n 1)")
+    fi
     status=ok
     detail="splitkv rc=$kv_rc, seqlen rc=$sl_rc"
     # 124 = stopped by its time limit: the rows measured so far were still written (partial).

@@ -84,6 +84,10 @@ MEMCHECK_CASES = [
          "contiguous", 192),
     Case("bf16-d128-full-G1-hopper192-tail-split", "bf16", 128, False, 2, 384, 2200, 140, 140,
          1, "contiguous", 192),
+    # Rounds rotated among the persistent blocks (heads ending in a shorter tile, no tail split):
+    # 23 heads of 2048 rows, 253 tiles of 192 (a full round and one of 121) against 368 of 128.
+    Case("bf16-d128-full-G1-hopper192-rotated-rounds", "bf16", 128, False, 1, 2048, 300, 23, 23,
+         1, "contiguous", 192),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64), the portable
 # wide tile (a short GQA query block) and the narrow tile (decode).

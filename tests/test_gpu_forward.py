@@ -183,6 +183,33 @@ def test_ping_pong_tiles_with_and_without_carry(request, dtype, causal, case):
     check_ping_pong_call(q, k, v, causal, num_splits, carry or causal, what)
 
 
+# Unsplit 192-row tiles without the mask whose heads end in a shorter tile rotate each round's
+# tiles among the persistent blocks (hopper_rotate_rounds): 880 tiles, six full rounds and a
+# last one of 88 (2048 rows: 11 tiles per head, the last of 128 rows; 2000 rows at d=64: the last
+# of 80 rows; 1152 rows: equal tiles, the snake walk), and the output must match either way.
+ROTATE_CASES = {"d128-sq2048": (5, 16, 2048, 2048, 128, True),
+                "d64-sq2000": (5, 16, 2000, 2100, 64, True),
+                "d128-sq1152-equal-tiles": (8, 16, 1152, 1152, 128, False)}
+
+
+@requires_native
+@pytest.mark.parametrize("case", list(ROTATE_CASES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_tall_tiles_rotate_rounds_where_heads_end_short(request, dtype, case):
+    """explain reports the rotated walk on 192-row tiles (on an H100 / H200), and the output and
+    lse match the reference with many rounds per block."""
+    b, h, sq, sk, d, rotate = ROTATE_CASES[case]
+    q, k, v = rand_qkv(generator_for(request), b, sq, sk, h, h, d, dtype)
+    what = f"b={b} h={h} sq={sq} sk={sk} d={d}"
+    decision = assert_native(q, k, v, False, 1)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if decision["kernel"] == "hopper_wgmma" and sms == 132:
+        assert decision["block_m"] == 192, f"{what}: {decision}"
+        assert decision["rotate_rounds"] is rotate, f"{what}: {decision}"
+    out, lse = fs_forward(q, k, v, False, 1)
+    assert_matches_reference(out, lse, q, k, references(q, k, v, causal=False), False, what)
+
+
 # Causal 128-row ping-pong tiles at d=128 walk their key blocks first to last (the other
 # kernels last first; fwd_kernel.cuh, kForwardWalk), so the causal diagonal block comes last and
 # a tile's Q is freed after its last key block: more rows than keys (the first 400 rows see

@@ -206,6 +206,12 @@ bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& p,
          hopper_carry_across_tiles(static_cast<int>(p.d), p.causal, p.sk, num_splits);
 }
 
+bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,
+                            int num_splits) {
+  return family == KernelFamily::kHopperWgmma && hopper_persistent(p.sk) &&
+         hopper_rotate_rounds(p.causal, num_splits, p.sq, tiles.block_m);
+}
+
 bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& p,
                               const TileConfig& tiles) {
   return family == KernelFamily::kHopperWgmma && p.causal &&

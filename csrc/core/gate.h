@@ -62,6 +62,12 @@ TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& problem,
 bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& problem,
                                 const TileConfig& tiles, int num_splits);
 
+// Whether a call of num_splits splits on `tiles` rotates each round's tiles among its blocks
+// (hopper_rotate_rounds): only persistent Hopper launches walk rounds at all. The Hopper launcher
+// applies the same rule to its own tiles.
+bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& problem,
+                            const TileConfig& tiles, int num_splits);
+
 // Whether a call on `tiles` hands its tiles out through a counter (core/tile_order.h):
 // persistent causal Hopper launches of tiles whose consumers run side by side (192 and 256
 // rows). The torch layer allocates the counter only for these; the launcher draws tiles only

@@ -162,6 +162,21 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
   return wide_cost < (tall_wins ? tall_cost : base_cost) ? kHopperWideRows : narrower;
 }
 
+// Whether a persistent unsplit launch without the causal mask rotates each round's tiles among
+// its blocks (block j takes the round's tile (j + round) mod its tiles) instead of walking them in
+// snake order: on 192-row tiles whose heads end in a shorter query tile (sq not a multiple of
+// 192). The snake walk gives a block the same place in a head's query tiles in every round
+// whenever the grid is a multiple of a head's tiles (132 blocks = 12 heads of 11 tiles at 2048
+// rows), so the short tiles (0.81x a full one at d=128, 0.85x at d=64, measured) all fall to 2 of
+// every 11 blocks and the others set the call's length; rotated, every block gets its share.
+// Measured in one build, both ways interleaved (benchmarks/NOTES.md step 39): d=128 2048 rows
+// +1.3-1.5%, d=64 2048 +0.8%, d=64 4096 +0.5-0.8%; equal tiles (128-row, 256-row, sq a multiple
+// of 192) 0.3-0.5% slower, so they keep the snake. Split calls keep it too: the split heuristic's
+// times were fitted on it.
+constexpr bool hopper_rotate_rounds(bool causal, int num_splits, long long sq, int block_m) {
+  return !causal && num_splits == 1 && block_m == kHopperTallRows && sq % block_m != 0;
+}
+
 // Tiles of the Hopper (wgmma) kernel: block_m query rows of one head in consumer warpgroups of
 // 64 rows plus a TMA producer warpgroup, 128-key blocks (64 on wide tiles), one block per SM
 // (shared memory: 160 KB of Q and K/V stages at d=128; registers: 232 per consumer thread with

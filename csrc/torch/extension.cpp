@@ -50,6 +50,8 @@ pybind11::dict explain(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   d["tail_parts"] = plan.tail.max_parts;
   // Whether a tile's first S = Q K^T runs under the previous tile's last P V.
   d["carry"] = plan.carry;
+  // Whether the persistent walk rotates each round's tiles among the blocks (not snake order).
+  d["rotate_rounds"] = plan.rotate_rounds;
   return d;
 }
 

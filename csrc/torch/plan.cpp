@@ -144,6 +144,8 @@ Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    plan.num_splits);
   }
   plan.carry = carry_across_tiles_for_run(plan.gate.family, problem, plan.tiles, plan.num_splits);
+  plan.rotate_rounds =
+      rotates_rounds_for_run(plan.gate.family, problem, plan.tiles, plan.num_splits);
   plan.tile_counter = draws_tiles_from_counter(plan.gate.family, problem, plan.tiles);
   return plan;
 }

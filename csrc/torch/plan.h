@@ -27,6 +27,7 @@ struct Plan {
   DeviceInfo device;  // what the gate and the heuristic saw; the launch uses its SMs and cc
   TailSplit tail;     // the last round spread over every SM (core/tail_split.h), if active
   bool carry = false;  // S carried across tiles (carry_across_tiles_for_run)
+  bool rotate_rounds = false;  // rounds' tiles rotated among blocks (rotates_rounds_for_run)
   bool tile_counter = false;  // tiles drawn from a counter (draws_tiles_from_counter)
 };
 

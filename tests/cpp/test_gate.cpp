@@ -591,6 +591,29 @@ TEST(HopperSchedule, CarryAcrossTilesOnlyWhereItMeasuredFaster) {
   EXPECT_TRUE(hopper_carry_across_tiles(64, true, 4096, 1));
 }
 
+TEST(HopperSchedule, RoundsRotateOnlyForUnsplitTallTilesEndingShort) {
+  // 192-row tiles whose heads end in a shorter tile (2048 = 10 x 192 + 128), unsplit, no mask.
+  EXPECT_TRUE(hopper_rotate_rounds(false, 1, 2048, kHopperTallRows));
+  EXPECT_TRUE(hopper_rotate_rounds(false, 1, 4096, kHopperTallRows));   // + 64 rows
+  EXPECT_FALSE(hopper_rotate_rounds(false, 1, 1920, kHopperTallRows));  // equal tiles
+  EXPECT_FALSE(hopper_rotate_rounds(true, 1, 2048, kHopperTallRows));   // causal: snake
+  EXPECT_FALSE(hopper_rotate_rounds(false, 2, 2048, kHopperTallRows));  // split calls
+  EXPECT_FALSE(hopper_rotate_rounds(false, 1, 1000, kHopperBaseRows));
+  EXPECT_FALSE(hopper_rotate_rounds(false, 1, 1000, kHopperWideRows));
+}
+
+TEST(HopperSchedule, RotatedRoundsReportedOnlyForPersistentHopperLaunches) {
+  AttnProblem p = long_sequence_problem();  // d=128
+  p.sq = 2048; p.sk = 2048;
+  const TileConfig ping_pong{128, 128, 0, 1}, tall{192, 128, 0, 1};
+  EXPECT_TRUE(rotates_rounds_for_run(KernelFamily::kHopperWgmma, p, tall, 1));
+  EXPECT_FALSE(rotates_rounds_for_run(KernelFamily::kHopperWgmma, p, ping_pong, 1));
+  EXPECT_FALSE(rotates_rounds_for_run(KernelFamily::kHopperWgmma, p, tall, 3));
+  EXPECT_FALSE(rotates_rounds_for_run(KernelFamily::kPortableMma, p, tall, 1));
+  p.sk = 4097;  // one block per tile: no rounds to walk
+  EXPECT_FALSE(rotates_rounds_for_run(KernelFamily::kHopperWgmma, p, tall, 1));
+}
+
 TEST(HopperSchedule, TilesDrawnFromACounterOnlyWhereConsumersRunSideBySide) {
   AttnProblem p = long_sequence_problem();  // d=128, 4096 keys: persistent
   p.causal = true;

@@ -60,6 +60,10 @@ struct HopperFwdParams {
   // made on the host: multiply-shift instead of six division sequences per tile (measured:
   // the walk took 4-8.5% of a consumer's time at s = 512; benchmarks/NOTES.md step 26).
   FastDivmod by_grid{1}, by_m_blocks{1}, by_splits{1}, by_heads{1}, by_group{1};
+  // Persistent launches that rotate rounds (hopper_rotate_rounds in core/tile_config.h): the
+  // tiles of the last, part-full round (divisor 1 where every round is full).
+  bool rotate_rounds = false;
+  FastDivmod by_last_round{1};
   // The last round spread over every SM (core/tail_split.h; G = 1 without a causal mask):
   // inactive unless the caller gave a workspace, whose arrival counters the launcher clears.
   TailSplit tail{};
@@ -201,7 +205,8 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   KeyBlockRange range{0, 0};
   const FastDivmod &by_grid = hp.by_grid, &by_m_blocks = hp.by_m_blocks,
                    &by_splits = hp.by_splits, &by_heads = hp.by_heads, &by_group = hp.by_group;
-  // Slot k of the walk (blockIdx.x + i * gridDim.x) maps to a tile in snake order: odd rounds of
+  // Slot k of the walk (blockIdx.x + i * gridDim.x) maps to a tile in snake order (or rotated
+  // rounds, below): odd rounds of
   // gridDim.x slots run backwards, so a block that drew a long (causal) tile in one round draws
   // a short one in the next, and every block's total work evens out. The rounds stay contiguous
   // windows of the tile order, so tiles running together still share K/V in L2.
@@ -229,6 +234,23 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   };
   auto locate = [&](int slot) {
     const int round = by_grid.div(slot), within = by_grid.mod(slot, round);
+    // Rotated rounds: block j takes the round's tile (j + round) mod its tiles, so the short
+    // last query tiles of heads spread over every block (a full round rotates over the grid,
+    // the last one over its own tiles, which the blocks below their count run).
+    if (!Causal && hp.rotate_rounds) {
+      const int first = round * gridDim.x;
+      int pos;
+      if (first + static_cast<int>(gridDim.x) <= end_slot) {
+        pos = within + by_grid.mod(round, by_grid.div(round));
+        if (pos >= static_cast<int>(gridDim.x)) pos -= gridDim.x;
+      } else {
+        const FastDivmod& last = hp.by_last_round;
+        pos = within + last.mod(round, last.div(round));
+        if (pos >= last.divisor()) pos -= last.divisor();
+      }
+      locate_tile(first + pos);
+      return;
+    }
     const bool backwards = (round & 1) && (round + 1) * gridDim.x <= total_tiles;
     locate_tile(backwards ? round * gridDim.x + gridDim.x - 1 - within : slot);
   };

@@ -50,6 +50,10 @@ void launch_variant(HopperFwdParams hp, gpuStream_t stream, bool persistent) {
   const int blocks =
       static_cast<int>(persistent ? std::min<long long>(main_tiles, p.sm_count) : main_tiles);
   hp.by_grid = FastDivmod(blocks);
+  hp.rotate_rounds =
+      persistent && hopper_rotate_rounds(Causal, p.num_splits, p.sq, Tiles::kBlockM);
+  const long long last_round = main_tiles % blocks;
+  hp.by_last_round = FastDivmod(last_round > 0 ? static_cast<int>(last_round) : 1);
   hp.by_m_blocks = FastDivmod(m_blocks);
   hp.by_splits = FastDivmod(p.num_splits);
   hp.by_heads = FastDivmod(p.h);
