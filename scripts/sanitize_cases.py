@@ -88,6 +88,10 @@ MEMCHECK_CASES = [
     # 23 heads of 2048 rows, 253 tiles of 192 (a full round and one of 121) against 368 of 128.
     Case("bf16-d128-full-G1-hopper192-rotated-rounds", "bf16", 128, False, 1, 2048, 300, 23, 23,
          1, "contiguous", 192),
+    # Causal ping-pong tiles whose part-full last round runs backwards: 160 tiles of 128 rows,
+    # a full round and one of 28.
+    Case("fp16-d128-causal-G1-hopper128-backward-last-round", "fp16", 128, True, 2, 512, 512, 20,
+         20, 1, "contiguous", 128),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64), the portable
 # wide tile (a short GQA query block) and the narrow tile (decode).

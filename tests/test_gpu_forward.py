@@ -214,13 +214,15 @@ def test_tall_tiles_rotate_rounds_where_heads_end_short(request, dtype, case):
 # kernels last first; fwd_kernel.cuh, kForwardWalk), so the causal diagonal block comes last and
 # a tile's Q is freed after its last key block: more rows than keys (the first 400 rows see
 # none), more keys than rows (bottom-right alignment), a split call whose splits cut the
-# diagonal's tiles, persistent tiles carrying S across tiles (512 rows, 4 blocks a tile), and
-# one block per tile over 36 key blocks (not persistent: no carry).
+# diagonal's tiles, persistent tiles carrying S across tiles (512 rows, 4 blocks a tile), the
+# same with a part-full second round, which runs backwards over its 28 tiles (fwd_kernel.cuh,
+# locate), and one block per tile over 36 key blocks (not persistent: no carry).
 FORWARD_WALK_CASES = {"sq700-sk300": (8, 20, 700, 300, 1),
                       "sq300-sk700": (8, 20, 300, 700, 1),
                       "sq256-sk4500": (2, 20, 256, 4500, 1),
                       "sq1000-3-splits": (2, 20, 1000, 1000, 3),
-                      "sq512-carry": (8, 20, 512, 512, 1)}
+                      "sq512-carry": (8, 20, 512, 512, 1),
+                      "sq512-backward-last-round": (2, 20, 512, 512, 1)}
 
 
 @requires_native

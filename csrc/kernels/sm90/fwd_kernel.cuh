@@ -251,6 +251,20 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       locate_tile(first + pos);
       return;
     }
+    // Causal ping-pong tiles: a part-full last round after a forward one runs backwards over
+    // its own tiles too, so its short tiles go to the blocks whose previous round was long
+    // (before, it ran forwards: at 512 rows the blocks that had drawn the most key blocks also
+    // drew the last round's longest tiles, 43 blocks' work against 38.8 on average; measured
+    // +3% at d=128 512 and 1024 rows, benchmarks/NOTES.md step 40). Without the mask the tiles
+    // are alike, and the last round keeps its order; causal tiles of consumers side by side
+    // are drawn from a counter where persistent (with the change, ptxas spilled the split
+    // 192-row d=128 kernel).
+    if constexpr (Causal && Tiles::kOverlap) {
+      const int first = round * gridDim.x;
+      const int in_round = min(static_cast<int>(gridDim.x), total_tiles - first);
+      locate_tile((round & 1) ? first + in_round - 1 - within : slot);
+      return;
+    }
     const bool backwards = (round & 1) && (round + 1) * gridDim.x <= total_tiles;
     locate_tile(backwards ? round * gridDim.x + gridDim.x - 1 - within : slot);
   };
