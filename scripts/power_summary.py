@@ -45,22 +45,31 @@ def parse_sample(line: str) -> Optional[Sample]:
         return None
 
 
+# Samples drawing at least this share of the limit count as "under load": the benchmarks'
+# timed calls, not the setup between them (which the 200 ms samples also catch).
+LOAD_SHARE = 0.85
+
+
 def summarize(lines: Iterable[str]) -> str:
     samples: List[Sample] = [s for s in map(parse_sample, lines) if s is not None]
     if not samples:
         return "gpu power: no usable nvidia-smi samples"
-    n = len(samples)
-    power = [s.power_w for s in samples]
-    clocks = [s.sm_mhz for s in samples]
-    capped = sum(1 for s in samples if s.reasons & REASON_SW_POWER_CAP)
-    thermal = sum(1 for s in samples
-                  if s.reasons & (REASON_HW_SLOWDOWN | REASON_SW_THERMAL | REASON_HW_THERMAL
-                                  | REASON_HW_POWER_BRAKE))
-    return (f"gpu power: {n} samples, {statistics.median(power):.0f} W median "
-            f"(max {max(power):.0f}) of a {samples[-1].limit_w:.0f} W limit; SM clock "
-            f"{statistics.median(clocks):.0f} MHz median ({min(clocks):.0f}-{max(clocks):.0f}); "
-            f"software power cap slowing the clock in {100.0 * capped / n:.0f}% of samples, "
-            f"thermal or hardware slowdown in {100.0 * thermal / n:.0f}%")
+    limit = samples[-1].limit_w
+    loaded = [s for s in samples if s.power_w >= LOAD_SHARE * limit]
+    text = (f"gpu power: {len(samples)} samples, max {max(s.power_w for s in samples):.0f} W of "
+            f"a {limit:.0f} W limit; ")
+    if not loaded:
+        return text + f"none at {100 * LOAD_SHARE:.0f}% of the limit or more"
+    clocks = [s.sm_mhz for s in loaded]
+    capped = sum(1 for s in loaded if s.reasons & REASON_SW_POWER_CAP)
+    other = sum(1 for s in loaded
+                if s.reasons & (REASON_HW_SLOWDOWN | REASON_SW_THERMAL | REASON_HW_THERMAL
+                                | REASON_HW_POWER_BRAKE))
+    return text + (f"{len(loaded)} at {100 * LOAD_SHARE:.0f}% of it or more, where the SM clock "
+                   f"was {statistics.median(clocks):.0f} MHz median ({min(clocks):.0f}-"
+                   f"{max(clocks):.0f}), the software power cap slowed it in "
+                   f"{100.0 * capped / len(loaded):.0f}% and thermal or hardware limits in "
+                   f"{100.0 * other / len(loaded):.0f}%")
 
 
 def main(argv: Optional[List[str]] = None) -> int:

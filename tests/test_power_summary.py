@@ -22,18 +22,22 @@ def test_parse_sample_skips_unusable_lines(line):
     assert power_summary.parse_sample(line) is None
 
 
-def test_summary_counts_power_cap_and_thermal_samples():
+def test_summary_describes_the_samples_under_load():
+    # 650 W is 93% of the limit (under load); 300 W (setup between calls) is not.
     lines = ["1500, 690, 700, 0x4", "1800, 650, 700, 0x0", "1400, 700, 700, 0x44",
-             "garbage", "1700, 680, 700, 0x0000000000000004"]
+             "garbage", "1980, 300, 700, 0x0", "1700, 680, 700, 0x0000000000000004"]
     text = power_summary.summarize(lines)
-    assert text.startswith("gpu power: 4 samples, 685 W median (max 700) of a 700 W limit")
-    assert "SM clock 1600 MHz median (1400-1800)" in text
-    assert "power cap slowing the clock in 75% of samples" in text
-    assert "thermal or hardware slowdown in 25%" in text
+    assert text.startswith("gpu power: 5 samples, max 700 W of a 700 W limit; "
+                           "4 at 85% of it or more")
+    assert "SM clock was 1600 MHz median (1400-1800)" in text
+    assert "power cap slowed it in 75%" in text
+    assert "thermal or hardware limits in 25%" in text
 
 
-def test_summary_without_samples_says_so():
+def test_summary_without_load_or_samples_says_so():
     assert power_summary.summarize(["[N/A]"]) == "gpu power: no usable nvidia-smi samples"
+    assert power_summary.summarize(["1980, 100, 700, 0x0"]).endswith(
+        "none at 85% of the limit or more")
 
 
 def test_main_reads_a_file(tmp_path, capsys):
