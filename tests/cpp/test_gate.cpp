@@ -602,22 +602,26 @@ TEST(HopperSchedule, RoundsRotateOnlyForUnsplitTallTilesEndingShort) {
   EXPECT_FALSE(hopper_rotate_rounds(false, 1, 1000, kHopperWideRows));
 }
 
+// The Hopper tile shapes the schedule tests below hand to the gate's *_for_run functions.
+constexpr TileConfig kPingPongTiles{128, 128, 0, 1}, kTallTiles{192, 128, 0, 1},
+    kWideTiles{256, 64, 0, 1};
+
 TEST(HopperSchedule, RotatedRoundsReportedOnlyForPersistentHopperLaunches) {
   AttnProblem p = long_sequence_problem();  // d=128
   p.sq = 2048; p.sk = 2048;
-  const TileConfig ping_pong{128, 128, 0, 1}, tall{192, 128, 0, 1};
-  EXPECT_TRUE(rotates_rounds_for_run(KernelFamily::kHopperWgmma, p, tall, 1));
-  EXPECT_FALSE(rotates_rounds_for_run(KernelFamily::kHopperWgmma, p, ping_pong, 1));
-  EXPECT_FALSE(rotates_rounds_for_run(KernelFamily::kHopperWgmma, p, tall, 3));
-  EXPECT_FALSE(rotates_rounds_for_run(KernelFamily::kPortableMma, p, tall, 1));
+  const KernelFamily hopper = KernelFamily::kHopperWgmma;
+  EXPECT_TRUE(rotates_rounds_for_run(hopper, p, kTallTiles, 1));
+  EXPECT_FALSE(rotates_rounds_for_run(hopper, p, kPingPongTiles, 1));
+  EXPECT_FALSE(rotates_rounds_for_run(hopper, p, kTallTiles, 3));
+  EXPECT_FALSE(rotates_rounds_for_run(KernelFamily::kPortableMma, p, kTallTiles, 1));
   p.sk = 4097;  // one block per tile: no rounds to walk
-  EXPECT_FALSE(rotates_rounds_for_run(KernelFamily::kHopperWgmma, p, tall, 1));
+  EXPECT_FALSE(rotates_rounds_for_run(hopper, p, kTallTiles, 1));
 }
 
 TEST(HopperSchedule, TilesDrawnFromACounterOnlyWhereConsumersRunSideBySide) {
   AttnProblem p = long_sequence_problem();  // d=128, 4096 keys: persistent
   p.causal = true;
-  const TileConfig ping_pong{128, 128, 0, 1}, tall{192, 128, 0, 1}, wide{256, 64, 0, 1};
+  const TileConfig ping_pong = kPingPongTiles, tall = kTallTiles, wide = kWideTiles;
   EXPECT_TRUE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, tall));
   EXPECT_TRUE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, wide));
   EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, ping_pong));
@@ -632,7 +636,7 @@ TEST(HopperSchedule, TilesDrawnFromACounterOnlyWhereConsumersRunSideBySide) {
 TEST(HopperSchedule, CarryReportedOnlyForPersistentPingPongTiles) {
   AttnProblem p = long_sequence_problem();  // d=128
   p.sq = 512; p.sk = 512;
-  const TileConfig ping_pong{128, 128, 0, 1}, tall{192, 128, 0, 1};
+  const TileConfig ping_pong = kPingPongTiles, tall = kTallTiles;
   EXPECT_TRUE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, 1));
   EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, tall, 1));
   EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kPortableMma, p, ping_pong, 1));
