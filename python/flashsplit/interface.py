@@ -68,16 +68,16 @@ def explain(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_siz
 
     Returns {"path": "native" | "reference", "num_splits": G, "kernel": ..., "reason": ...,
     "block_m": ..., "block_n": ..., "split_block_n": ..., "grid_blocks": ..., "blocks_per_sm": ...,
-    "tail_tiles": ..., "tail_parts": ..., "carry": ..., "rotate_rounds": ...}; reason is "" on the native path; kernel is
-    "hopper_wgmma", "portable_mma" or "reference"; split_block_n is the keys per block of the
-    tiles calls with G >= 2 run, which clamp G (an unsplit call's own may differ); grid_blocks is
-    the thread blocks per split of the forward grid; tail_tiles the tiles of an unsplit call's
-    last round cut over every SM (0 = off) and tail_parts the most pieces one of them is cut
-    into; carry whether a tile's first S = Q K^T is issued with the previous tile's last P V
-    (persistent 128-row Hopper tiles); rotate_rounds whether the persistent walk rotates each
-    round's tiles among the blocks instead of the snake order (192-row tiles whose heads end in
-    a shorter tile, unsplit, without the mask). Same validation (and the same errors) as
-    flash_attn_func; strict does not raise here.
+    "tail_tiles": ..., "tail_parts": ..., "carry": ..., "rotate_rounds": ...}; reason is "" on
+    the native path; kernel is "hopper_wgmma", "portable_mma" or "reference"; split_block_n is
+    the keys per block of the tiles calls with G >= 2 run, which clamp G (an unsplit call's own
+    may differ); grid_blocks is the thread blocks per split of the forward grid; tail_tiles the
+    tiles of an unsplit call's last round cut over every SM (0 = off) and tail_parts the most
+    pieces one of them is cut into; carry whether a tile's first S = Q K^T is issued with the
+    previous tile's last P V (persistent 128-row Hopper tiles); rotate_rounds whether the
+    persistent walk rotates each round's tiles among the blocks instead of the snake order
+    (192-row tiles whose heads end in a shorter tile, unsplit, without the mask). Same
+    validation (and the same errors) as flash_attn_func; strict does not raise here.
     """
     _, window_left, window_right = _checked_options(
         q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,

@@ -205,11 +205,11 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   KeyBlockRange range{0, 0};
   const FastDivmod &by_grid = hp.by_grid, &by_m_blocks = hp.by_m_blocks,
                    &by_splits = hp.by_splits, &by_heads = hp.by_heads, &by_group = hp.by_group;
-  // Slot k of the walk (blockIdx.x + i * gridDim.x) maps to a tile in snake order (or rotated
-  // rounds, below): odd rounds of
-  // gridDim.x slots run backwards, so a block that drew a long (causal) tile in one round draws
-  // a short one in the next, and every block's total work evens out. The rounds stay contiguous
-  // windows of the tile order, so tiles running together still share K/V in L2.
+  // Slot k of the walk (blockIdx.x + i * gridDim.x) maps to a tile in snake order (or in
+  // rotated rounds, in locate below): odd rounds of gridDim.x slots run backwards, so a block
+  // that drew a long (causal) tile in one round draws a short one in the next, and every
+  // block's total work evens out. The rounds stay contiguous windows of the tile order, so
+  // tiles running together still share K/V in L2.
   auto locate_tile = [&](int tile) {
     int rest, x;
     if constexpr (kGroupedWalk) {
