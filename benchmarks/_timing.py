@@ -10,6 +10,11 @@ Timing method (why it looks like this):
   its inputs from HBM, as it would inside a model: call by call, also across the functions of
   one interleaved repetition (until session 15 they shared a repetition's set, so every function
   after the first read inputs the first had just pulled into L2).
+- The functions of a repetition run in an order that changes from one repetition to the next,
+  each taking every place equally often: on the power-capped H100 a call's time depends on the
+  calls just before it (session 18 measured the first of flashsplit, flashsplit, SDPA flash,
+  SDPA cuDNN 2-3% slower than the second, whichever of the two equal flashsplit calls came
+  first), so a fixed order charged that to whichever function came first.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import importlib
 import json
 import math
 import os
+import random
 import statistics
 import sys
 import time
@@ -268,11 +274,20 @@ def _time_cuda_interleaved(torch, fns: List[Callable], arg_sets: Sequence[tuple]
     host_ms = [[] for _ in fns]  # host time to enqueue each timed call
     rounds = 0
     began = time.perf_counter()
+    n = len(fns)
+    shuffler = random.Random(0)  # the same orders in every run
     for i in range(reps):
-        for f, fn in enumerate(fns):
+        # Every n repetitions rotate one shuffled order through its n places, so each function
+        # takes each place once per n repetitions and follows different functions across them.
+        if i % n == 0:
+            base = list(range(n))
+            shuffler.shuffle(base)
+        order = base[i % n:] + base[:i % n]
+        for place, f in enumerate(order):
+            fn = fns[f]
             # Every call takes the next input set, so where several sets rotate (one fits in
             # L2) no call reads the inputs the call before it has just pulled into L2.
-            args = arg_sets[(i * len(fns) + f) % len(arg_sets)]
+            args = arg_sets[(i * n + place) % len(arg_sets)]
             start, end = events[f][i]
             torch.cuda._sleep(sleep_cycles)
             start.record()
