@@ -238,12 +238,14 @@ def time_cuda_interleaved(torch, fns: Sequence[Callable], arg_sets: Sequence[tup
                           warmup: int = 5, reps: int = 20,
                           max_seconds: float = 10.0) -> List[Timing]:
     """Median CUDA-event times of several functions compared with each other (split counts of
-    one shape, peers): each repetition times every function once, in turn, so a drift of the
-    GPU's speed during the measurement (clocks, power, the previous shape's after-effects)
-    falls on all of them alike instead of on whichever ran first. On the H100, timing split
-    counts one after another read the first ones of some decode shapes 15-18% slow against
-    other runs (benchmarks/NOTES.md, "interleaved timing"). Each call takes the next of
-    arg_sets, so no call reads inputs its predecessor left in L2.
+    one shape, peers): each repetition times every function once, so a drift of the GPU's
+    speed during the measurement (clocks, power, the previous shape's after-effects) falls on
+    all of them alike instead of on whichever ran first. On the H100, timing split counts one
+    after another read the first ones of some decode shapes 15-18% slow against other runs
+    (benchmarks/NOTES.md, "interleaved timing"). The order within a repetition changes so that
+    every function takes every place equally often (a fixed order charged the slower first
+    place to one function; module docstring). Each call takes the next of arg_sets, so no call
+    reads inputs its predecessor left in L2.
 
     Python's garbage collector is paused (as timeit does): a collection during a call stalls
     its enqueue by up to a few ms, which the GPU would otherwise count (host_stalled_reps
