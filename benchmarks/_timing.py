@@ -277,6 +277,7 @@ def _time_cuda_interleaved(torch, fns: List[Callable], arg_sets: Sequence[tuple]
     rounds = 0
     began = time.perf_counter()
     n = len(fns)
+    check_every = n * -(-4 // n)  # the smallest multiple of n that is at least 4
     shuffler = random.Random(0)  # the same orders in every run
     for i in range(reps):
         # Every n repetitions rotate one shuffled order through its n places, so each function
@@ -298,7 +299,9 @@ def _time_cuda_interleaved(torch, fns: List[Callable], arg_sets: Sequence[tuple]
             host_ms[f].append((time.perf_counter() - t0) * 1e3)
             end.record()
         rounds += 1
-        if rounds >= 3 and i % 4 == 3:
+        # The time budget is checked at the end of a block of places (every 4 repetitions or
+        # more), so an early stop leaves every function in every place equally often.
+        if rounds >= 3 and rounds % check_every == 0:
             torch.cuda.synchronize()
             if time.perf_counter() - began > max_seconds:
                 break

@@ -158,3 +158,19 @@ def test_time_rows_interleaved_fills_each_rows_columns():
                             max_seconds=10.0)
     assert "tflops" not in untimed and untimed["ms"] == pytest.approx(1.0)
     assert T.time_rows_interleaved(gpu.torch(), [], [()], 0, 3, 10.0) == []
+
+
+def test_a_time_budget_stop_keeps_the_places_balanced(monkeypatch):
+    # A clock that runs 1 s per reading: the budget is spent at the first check, which comes
+    # only at the end of a block of places (6 repetitions for 3 functions).
+    ticks = iter(range(10 ** 6))
+    monkeypatch.setattr(T.time, "perf_counter", lambda: float(next(ticks)))
+    gpu = FakeGpu()
+    fns = [gpu.fn(name, 1.0) for name in "abc"]
+    timings = T.time_cuda_interleaved(gpu.torch(), fns, [()], warmup=0, reps=30,
+                                      max_seconds=0.5)
+    assert all(t["reps"] == 6 for t in timings)
+    timed = gpu.calls[-18:]
+    reps = [timed[i:i + 3] for i in range(0, 18, 3)]
+    for place in range(3):
+        assert sorted(r[place] for r in reps) == ["a", "a", "b", "b", "c", "c"]
