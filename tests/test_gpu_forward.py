@@ -145,16 +145,23 @@ def test_unsplit_calls_pick_tiles_by_waves(request, dtype, grid):
         assert_matches_reference(out, lse, q, k, refs, causal, what)
 
 
-def check_ping_pong_call(q, k, v, causal, num_splits, carry, what):
-    """On an H100 / H200 (132 SMs) explain must report 128-row Hopper tiles and the given
-    carry; everywhere the output and lse must match the reference."""
+def check_hopper_call(q, k, v, causal, num_splits, what, block_m, **flags):
+    """On an H100 / H200 (132 SMs) explain must report Hopper tiles of block_m rows and each of
+    `flags` (an explain key and the bool it must be); everywhere the output and lse must match
+    the reference."""
     decision = assert_native(q, k, v, causal, num_splits)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     if decision["kernel"] == "hopper_wgmma" and sms == 132:
-        assert decision["block_m"] == 128, f"{what}: {decision}"
-        assert decision["carry"] is carry, f"{what}: {decision}"
+        assert decision["block_m"] == block_m, f"{what}: {decision}"
+        for key, value in flags.items():
+            assert decision[key] is value, f"{what}: {key}: {decision}"
     out, lse = fs_forward(q, k, v, causal, num_splits)
     assert_matches_reference(out, lse, q, k, references(q, k, v, causal=causal), causal, what)
+
+
+def check_ping_pong_call(q, k, v, causal, num_splits, carry, what):
+    """check_hopper_call on 128-row tiles with the given carry."""
+    check_hopper_call(q, k, v, causal, num_splits, what, 128, carry=carry)
 
 
 # Persistent 128-row ping-pong tiles at d=128 without the causal mask issue a tile's first
@@ -201,13 +208,7 @@ def test_tall_tiles_rotate_rounds_where_heads_end_short(request, dtype, case):
     b, h, sq, sk, d, rotate = ROTATE_CASES[case]
     q, k, v = rand_qkv(generator_for(request), b, sq, sk, h, h, d, dtype)
     what = f"b={b} h={h} sq={sq} sk={sk} d={d}"
-    decision = assert_native(q, k, v, False, 1)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if decision["kernel"] == "hopper_wgmma" and sms == 132:
-        assert decision["block_m"] == 192, f"{what}: {decision}"
-        assert decision["rotate_rounds"] is rotate, f"{what}: {decision}"
-    out, lse = fs_forward(q, k, v, False, 1)
-    assert_matches_reference(out, lse, q, k, references(q, k, v, causal=False), False, what)
+    check_hopper_call(q, k, v, False, 1, what, 192, rotate_rounds=rotate)
 
 
 # Causal 128-row ping-pong tiles at d=128 walk their key blocks first to last (the other
