@@ -60,10 +60,11 @@ struct HopperFwdParams {
   // made on the host: multiply-shift instead of six division sequences per tile (measured:
   // the walk took 4-8.5% of a consumer's time at s = 512; benchmarks/NOTES.md step 26).
   FastDivmod by_grid{1}, by_m_blocks{1}, by_splits{1}, by_heads{1}, by_group{1};
-  // Persistent launches that rotate rounds (hopper_rotate_rounds in core/tile_config.h): the
-  // tiles of the last, part-full round (divisor 1 where every round is full).
+  // Persistent launches that rotate rounds (hopper_rotate_rounds in core/tile_config.h; only
+  // 192-row kernels read it): the tiles of the last, part-full round (0 where every round is
+  // full) and how far it rotates them (its round index mod its tiles: one round, so a constant).
   bool rotate_rounds = false;
-  FastDivmod by_last_round{1};
+  int last_round_tiles = 0, last_round_shift = 0;
   // The last round spread over every SM (core/tail_split.h; G = 1 without a causal mask):
   // inactive unless the caller gave a workspace, whose arrival counters the launcher clears.
   TailSplit tail{};
@@ -237,19 +238,20 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     // Rotated rounds: block j takes the round's tile (j + round) mod its tiles, so the short
     // last query tiles of heads spread over every block (a full round rotates over the grid,
     // the last one over its own tiles, which the blocks below their count run).
-    if (!Causal && hp.rotate_rounds) {
-      const int first = round * gridDim.x;
-      int pos;
-      if (first + static_cast<int>(gridDim.x) <= end_slot) {
-        pos = within + by_grid.mod(round, by_grid.div(round));
-        if (pos >= static_cast<int>(gridDim.x)) pos -= gridDim.x;
-      } else {
-        const FastDivmod& last = hp.by_last_round;
-        pos = within + last.mod(round, last.div(round));
-        if (pos >= last.divisor()) pos -= last.divisor();
+    if constexpr (!Causal && Tiles::kBlockM == kHopperTallRows) {
+      if (hp.rotate_rounds) {
+        const int first = round * gridDim.x;
+        int pos;
+        if (first + static_cast<int>(gridDim.x) <= end_slot) {
+          pos = within + by_grid.mod(round, by_grid.div(round));
+          if (pos >= static_cast<int>(gridDim.x)) pos -= gridDim.x;
+        } else {
+          pos = within + hp.last_round_shift;
+          if (pos >= hp.last_round_tiles) pos -= hp.last_round_tiles;
+        }
+        locate_tile(first + pos);
+        return;
       }
-      locate_tile(first + pos);
-      return;
     }
     // Causal ping-pong tiles: a part-full last round after a forward one runs backwards over
     // its own tiles too, so its short tiles go to the blocks whose previous round was long

@@ -52,8 +52,10 @@ void launch_variant(HopperFwdParams hp, gpuStream_t stream, bool persistent) {
   hp.by_grid = FastDivmod(blocks);
   hp.rotate_rounds =
       persistent && hopper_rotate_rounds(Causal, p.num_splits, p.sq, Tiles::kBlockM);
-  const long long last_round = main_tiles % blocks;
-  hp.by_last_round = FastDivmod(last_round > 0 ? static_cast<int>(last_round) : 1);
+  hp.last_round_tiles = static_cast<int>(main_tiles % blocks);
+  if (hp.last_round_tiles > 0) {
+    hp.last_round_shift = static_cast<int>(main_tiles / blocks % hp.last_round_tiles);
+  }
   hp.by_m_blocks = FastDivmod(m_blocks);
   hp.by_splits = FastDivmod(p.num_splits);
   hp.by_heads = FastDivmod(p.h);
