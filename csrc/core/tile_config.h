@@ -2,6 +2,8 @@
 // split heuristic both read them from here, so the heuristic always models the kernel that runs.
 #pragma once
 
+#include "core/host_device.h"
+
 namespace flashsplit {
 
 struct TileConfig {
@@ -175,6 +177,19 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
 // times were fitted on it.
 constexpr bool hopper_rotate_rounds(bool causal, int num_splits, long long sq, int block_m) {
   return !causal && num_splits == 1 && block_m == kHopperTallRows && sq % block_m != 0;
+}
+
+// A persistent launch whose last round is part-full: the blocks that run no tile in that round
+// (one tile fewer than the others) start kHopperStaggerNs later. Otherwise every block reaches
+// its tile boundaries, and so the loads of its next tile's Q, K and V, at the same moment in
+// every round; offset, the two halves of the grid take turns. It costs nothing at the end, as
+// the delayed blocks finish a tile earlier. Measured in one build (benchmarks/NOTES.md step 41):
+// 2 us gained 0.7-1.0% at d=128 512 rows, 0.8-1.4% with the causal mask, 0.1-0.6% at the other
+// short points; 6 us lost 1.3% with the mask. (The grouped causal walk, whose persistent launches
+// draw tiles from a counter, does not stagger: there no block knows its tile count.)
+constexpr unsigned kHopperStaggerNs = 2000;
+FS_HOST_DEVICE constexpr bool hopper_staggered_block(long long tiles, long long grid, long long block) {
+  return tiles > grid && tiles % grid != 0 && block >= tiles % grid;
 }
 
 // Tiles of the Hopper (wgmma) kernel: block_m query rows of one head in consumer warpgroups of

@@ -602,6 +602,17 @@ TEST(HopperSchedule, RoundsRotateOnlyForUnsplitTallTilesEndingShort) {
   EXPECT_FALSE(hopper_rotate_rounds(false, 1, 1000, kHopperWideRows));
 }
 
+TEST(HopperSchedule, BlocksWithoutALastRoundTileStartLater) {
+  // 2048 tiles on 132 blocks: 15 full rounds and 68 tiles, so blocks 68-131 run one tile fewer.
+  EXPECT_FALSE(hopper_staggered_block(2048, 132, 0));
+  EXPECT_FALSE(hopper_staggered_block(2048, 132, 67));
+  EXPECT_TRUE(hopper_staggered_block(2048, 132, 68));
+  EXPECT_TRUE(hopper_staggered_block(2048, 132, 131));
+  // Every round full (or a tail split's main tiles), or one block per tile: nobody waits.
+  EXPECT_FALSE(hopper_staggered_block(1980, 132, 131));
+  EXPECT_FALSE(hopper_staggered_block(100, 100, 99));
+}
+
 // The Hopper tile shapes the schedule tests below hand to the gate's *_for_run functions.
 constexpr TileConfig kPingPongTiles{128, 128, 0, 1}, kTallTiles{192, 128, 0, 1},
     kWideTiles{256, 64, 0, 1};

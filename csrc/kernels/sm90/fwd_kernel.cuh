@@ -323,6 +323,14 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
 
   if (warpgroup == 0) {
     // ---------------- Producer: one thread streams each tile's Q, then (K, V) per key block.
+    // Blocks without a tile in a part-full last round start later (hopper_staggered_block in
+    // core/tile_config.h); the consumers wait for their registers and this tile's Q meanwhile.
+    // Not in the grouped walk, whose persistent launches draw their tiles from a counter: there
+    // no block knows its tile count (and the split 192-row d=128 kernel spilled with it).
+    if constexpr (!TailPass && !kGroupedWalk) {
+      if (hopper_staggered_block(end_slot, gridDim.x, blockIdx.x))
+        sleep_at_least_ns(kHopperStaggerNs);
+    }
     release_registers<Tiles::kProducerRegs>();
     if (threadIdx.x != 0) return;
     prefetch_tensor_map(&hp.q_map);

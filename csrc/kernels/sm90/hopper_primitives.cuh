@@ -48,6 +48,16 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
+// Returns after at least `ns` nanoseconds of the global timer, sleeping in between.
+__device__ __forceinline__ void sleep_at_least_ns(uint32_t ns) {
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    __nanosleep(200);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
 // ---- TMA: one box of a 4-D tensor map (coordinates innermost first) into shared memory,
 // completing on `bar`. Out-of-range rows arrive as zeros and still count as bytes.
 __device__ __forceinline__ void tma_load_4d(void* smem_dst, const CUtensorMap* map, uint64_t* bar,
