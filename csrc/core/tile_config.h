@@ -188,7 +188,8 @@ constexpr bool hopper_rotate_rounds(bool causal, int num_splits, long long sq, i
 // short points; 6 us lost 1.3% with the mask. (The grouped causal walk, whose persistent launches
 // draw tiles from a counter, does not stagger: there no block knows its tile count.)
 constexpr unsigned kHopperStaggerNs = 2000;
-FS_HOST_DEVICE constexpr bool hopper_staggered_block(long long tiles, long long grid, long long block) {
+FS_HOST_DEVICE constexpr bool hopper_staggered_block(long long tiles, long long grid,
+                                                     long long block) {
   return tiles > grid && tiles % grid != 0 && block >= tiles % grid;
 }
 
