@@ -200,10 +200,10 @@ TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const Ti
 }
 
 bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& p,
-                                const TileConfig& tiles, int num_splits) {
+                                const TileConfig& tiles) {
   return family == KernelFamily::kHopperWgmma && tiles.block_m == kHopperBaseRows &&
          hopper_persistent(p.sk) &&
-         hopper_carry_across_tiles(static_cast<int>(p.d), p.causal, p.sk, num_splits);
+         hopper_carry_across_tiles(static_cast<int>(p.d), p.causal);
 }
 
 bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,

@@ -56,11 +56,11 @@ TileConfig tiles_for_run(KernelFamily family, const AttnProblem& problem, int sm
 TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& problem,
                              const TileConfig& tiles, int sm_count, int num_splits);
 
-// Whether a call of num_splits splits on `tiles` carries S across tiles
-// (hopper_carry_across_tiles): only persistent Hopper launches of 128-row ping-pong tiles carry
-// at all. The Hopper launcher applies the same rule to its own tiles.
+// Whether a call on `tiles` carries S across tiles (hopper_carry_across_tiles): only persistent
+// Hopper launches of 128-row ping-pong tiles carry at all. The Hopper launcher applies the same
+// rule to its own tiles.
 bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& problem,
-                                const TileConfig& tiles, int num_splits);
+                                const TileConfig& tiles);
 
 // Whether a call of num_splits splits on `tiles` rotates each round's tiles among its blocks
 // (hopper_rotate_rounds): only persistent Hopper launches walk rounds at all. The Hopper launcher

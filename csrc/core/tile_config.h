@@ -63,20 +63,17 @@ constexpr bool hopper_persistent(long long sk) {
 }
 
 // Whether persistent 128-row ping-pong tiles issue a tile's first S = Q K^T together with the
-// previous tile's last P V (the kernel's kCarry), by the mask and the key blocks a split's tiles
-// walk. At d=128 without the mask (bench_seqlen's timing, both ways alternated in one call;
-// benchmarks/NOTES.md step 36) the carry pays on tiles of up to 4 blocks (+0.6-1% at 512 keys)
-// and costs 0.5-1.5% on 8-16 (1024-2048 keys), where the next tile's Q and K must land before
-// the last P V can start. With the mask, since those tiles walk their blocks first to last
-// (step 37), it pays at every length measured (+2% at 512 keys, +0.7% at 1024, +0.3% at 2048;
-// step 38). At d=64 it measured +3-6% at 512-4096 rows (step 14) and even at 1024-2048 in step
-// 36's A/B, so it stays on there.
-constexpr int kHopperCarryMaxKeyBlocksD128 = 4;
-constexpr bool hopper_carry_across_tiles(int head_dim, bool causal, long long sk,
-                                         int num_splits) {
-  const long long blocks = (sk + kHopperBlockN - 1) / kHopperBlockN;
-  const long long per_split = num_splits > 1 ? (blocks + num_splits - 1) / num_splits : blocks;
-  return head_dim != 128 || causal || per_split <= kHopperCarryMaxKeyBlocksD128;
+// previous tile's last P V (the kernel's kCarry), by head dim and mask. At d=128 without the
+// mask it costs 0.5-1.5% on tiles of 8-16 blocks (1024-2048 keys), where the next tile's Q and
+// K must land before the last P V can start (bench_seqlen's timing, both ways alternated in one
+// call; benchmarks/NOTES.md step 36); on tiles of up to 4 blocks it paid 0.6-1% until the
+// softmax took its probabilities at the running max (step 43), and since then it costs 2.5-3%
+// there too (512 keys, step 44). With the mask, since those tiles walk their blocks first to
+// last (step 37), it pays at every length measured (+2% at 512 keys, +0.7% at 1024, +0.3% at
+// 2048; step 38; +2% at 512 again in step 44). At d=64 it measured +3-6% at 512-4096 rows
+// (step 14) and even at 1024-2048 in step 36's A/B, so it stays on there.
+constexpr bool hopper_carry_across_tiles(int head_dim, bool causal) {
+  return head_dim != 128 || causal;
 }
 
 // Rows per block of the Hopper kernel: 128 (two consumer warpgroups, ping-pong) or 192 (three

@@ -143,7 +143,7 @@ Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     plan.tail = tail_split_for_run(plan.gate.family, problem, plan.tiles, device.sm_count,
                                    plan.num_splits);
   }
-  plan.carry = carry_across_tiles_for_run(plan.gate.family, problem, plan.tiles, plan.num_splits);
+  plan.carry = carry_across_tiles_for_run(plan.gate.family, problem, plan.tiles);
   plan.rotate_rounds =
       rotates_rounds_for_run(plan.gate.family, problem, plan.tiles, plan.num_splits);
   plan.tile_counter = draws_tiles_from_counter(plan.gate.family, problem, plan.tiles);

@@ -575,20 +575,12 @@ TEST(HopperSchedule, PersistentOnlyForShortTiles) {
 }
 
 TEST(HopperSchedule, CarryAcrossTilesOnlyWhereItMeasuredFaster) {
-  // d=128 without the mask: tiles of up to 4 key blocks of 128 (a split's share where split).
-  EXPECT_TRUE(hopper_carry_across_tiles(128, false, 512, 1));
-  EXPECT_TRUE(hopper_carry_across_tiles(128, false, 385, 1));   // 4 blocks, the last part-masked
-  EXPECT_FALSE(hopper_carry_across_tiles(128, false, 513, 1));  // 5 blocks
-  EXPECT_FALSE(hopper_carry_across_tiles(128, false, 1024, 1));
-  EXPECT_TRUE(hopper_carry_across_tiles(128, false, 1024, 2));   // 4 blocks per split
-  EXPECT_FALSE(hopper_carry_across_tiles(128, false, 1152, 2));  // 9 blocks: up to 5 per split
-  EXPECT_TRUE(hopper_carry_across_tiles(128, false, 4096, 8));
+  // d=128 without the mask: never (on tiles of 4 key blocks too, since step 44).
+  EXPECT_FALSE(hopper_carry_across_tiles(128, false));
   // d=128 with the mask, and d=64: always.
-  EXPECT_TRUE(hopper_carry_across_tiles(128, true, 1024, 1));
-  EXPECT_TRUE(hopper_carry_across_tiles(128, true, 4096, 1));
-  EXPECT_TRUE(hopper_carry_across_tiles(64, false, 512, 1));
-  EXPECT_TRUE(hopper_carry_across_tiles(64, false, 4096, 1));
-  EXPECT_TRUE(hopper_carry_across_tiles(64, true, 4096, 1));
+  EXPECT_TRUE(hopper_carry_across_tiles(128, true));
+  EXPECT_TRUE(hopper_carry_across_tiles(64, false));
+  EXPECT_TRUE(hopper_carry_across_tiles(64, true));
 }
 
 TEST(HopperSchedule, RoundsRotateOnlyForUnsplitTallTilesEndingShort) {
@@ -647,21 +639,18 @@ TEST(HopperSchedule, TilesDrawnFromACounterOnlyWhereConsumersRunSideBySide) {
 TEST(HopperSchedule, CarryReportedOnlyForPersistentPingPongTiles) {
   AttnProblem p = long_sequence_problem();  // d=128
   p.sq = 512; p.sk = 512;
-  const TileConfig ping_pong = kPingPongTiles, tall = kTallTiles;
-  EXPECT_TRUE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, 1));
-  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, tall, 1));
-  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kPortableMma, p, ping_pong, 1));
-  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kNone, p, ping_pong, 1));
-  p.sk = 1024;  // 8 blocks
-  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, 1));
-  EXPECT_TRUE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, 2));
   p.causal = true;
-  EXPECT_TRUE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, 1));
-  p.causal = false;
+  const TileConfig ping_pong = kPingPongTiles, tall = kTallTiles;
+  EXPECT_TRUE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong));
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, tall));
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kPortableMma, p, ping_pong));
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kNone, p, ping_pong));
+  p.causal = false;  // d=128 without the mask: never
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong));
   p.d = 64;
-  EXPECT_TRUE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, 1));
+  EXPECT_TRUE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong));
   p.sk = 4097;  // one block per tile: no tile follows another in a block
-  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, 1));
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong));
 }
 
 }  // namespace

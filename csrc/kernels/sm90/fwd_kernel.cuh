@@ -452,8 +452,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     __syncwarp();
     if (lane == 0) mbar_arrive(empty);
   };
-  // Scores of key block n -> probabilities (in s), running max and sum, and rescale[] for O.
-  auto softmax = [&](int n) {
+  // Scores of key block n as the softmax reads them: sign-flipped where the scale is negative,
+  // and -inf at the keys a row may not see.
+  auto prepare_scores = [&](int n) {
     if (negate_scores) {
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) s[i] = -s[i];
@@ -471,6 +472,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         if (key > limit) s[i] = -INFINITY;
       }
     }
+  };
+  // Prepared scores -> probabilities (in s), running max and sum, and rescale[] for O.
+  auto softmax_with_max = [&]() {
     // Registers 4j + 2r + {0, 1} belong to row r.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -505,6 +509,44 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       }
       row_sum[r] = row_sum[r] * rescale[r] + sum;
     }
+  };
+  auto softmax = [&](int n) {
+    prepare_scores(n);
+    softmax_with_max();
+  };
+  // After a row's first block its max rarely moves by much, so the block's max, its reduction
+  // across the quad and the max's update are mostly work done for nothing: here the
+  // probabilities are taken at the running max instead, straight into P (dst), the scores kept,
+  // and a thread's partial row sums bound each of its probabilities. Where one could pass
+  // 2^kMaxSlackLog2, or a row of the warp has no max yet (-inf: its first block), returns false
+  // with the scores intact, and the caller runs softmax_with_max. Without overlap that is
+  // softmax_with_max's own slack rule (the same bits wherever the max stays); with overlap the
+  // max now lags by up to kMaxSlackLog2 too, and O needs no rescale where it does. Measured
+  // +9-12% on the d=64 tiles side by side and +6% on d=128 ping-pong tiles of 8 key blocks,
+  // even at 4 (benchmarks/NOTES.md steps 42-43). Not on the 192-row d=128 tiles: the scores
+  // kept beside P and O spilled their 160 registers.
+  constexpr bool kFastProbabilities = Tiles::kOverlap || D == 64;
+  auto probabilities_at_running_max = [&](uint32_t(&dst)[BN / 16][4]) {
+    if (__any_sync(0xffffffffu, row_max[0] == -INFINITY || row_max[1] == -INFINITY))
+      return false;
+    const float base[2] = {row_max[0] * scale_log2, row_max[1] * scale_log2};
+    float sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float p0 = fast_exp2(fmaf(s[4 * j + 2 * r], scale_log2, -base[r]));
+        const float p1 = fast_exp2(fmaf(s[4 * j + 2 * r + 1], scale_log2, -base[r]));
+        sum[r] += p0 + p1;
+        dst[j / 2][2 * (j % 2) + r] = pack2<Elem>(p0, p1);
+      }
+    }
+    // (NaN fails the test too; softmax_with_max then handles it as before.)
+    constexpr float kBound = static_cast<float>(1 << static_cast<int>(kMaxSlackLog2));
+    if (__any_sync(0xffffffffu, !(sum[0] <= kBound && sum[1] <= kBound))) return false;
+    row_sum[0] += sum[0];
+    row_sum[1] += sum[1];
+    return true;
   };
   // O changes only where a row's max moved (softmax), which without overlap is rare after the
   // first blocks: the warp then skips the D/2 multiplies unless one of its rows moved.
@@ -746,12 +788,16 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
   };
   // Once S of key block n (in `stage`) has landed: free its K (and Q after the tile's last
-  // block walked), then softmax, leaving P in s.
-  auto block_scored = [&](int n) {
+  // block walked).
+  auto block_landed = [&](int n) {
     fence_accumulators(s);
     release(&k_empty[stage]);
     // The tile's last read of Q.
     if (n == (kForwardWalk ? range.end - 1 : range.begin)) release(&q_empty[qb]);
+  };
+  // ... then softmax, leaving P in s.
+  auto block_scored = [&](int n) {
+    block_landed(n);
     softmax(n);
   };
 
@@ -787,9 +833,13 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         wgmma_fence();
         issue_qk(stage);
         wgmma_wait<0>();
-        block_scored(n);
-        rescale_o();
-        pack_p();
+        block_landed(n);
+        prepare_scores(n);
+        if (!kFastProbabilities || !probabilities_at_running_max(pa)) {
+          softmax_with_max();
+          rescale_o();
+          pack_p();
+        }
         mbar_wait(&v_full[stage], phase);
         wgmma_fence();
         issue_pv(stage);
@@ -843,10 +893,22 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         const uint32_t prev_phase = phase;
         advance();
         issue_s_with_pv(prev_stage, prev_phase);
-        block_scored(n);
+        // P cannot go to pa yet (the P V in flight reads it): to p_next, moved once it landed.
+        block_landed(n);
+        prepare_scores(n);
+        uint32_t p_next[BN / 16][4];
+        const bool at_running_max = kFastProbabilities && probabilities_at_running_max(p_next);
+        if (!at_running_max) softmax_with_max();
         pv_landed(prev_stage);
-        rescale_o();
-        pack_p();
+        if (at_running_max) {
+#pragma unroll
+          for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) pa[kk][e] = p_next[kk][e];
+        } else {
+          rescale_o();
+          pack_p();
+        }
       }
       // The tile's last P V. With kCarry (and the launch's carry) it carries the next tile's
       // first S = Q K^T and softmax, so no GEMM of a tile boundary runs with nothing beside

@@ -60,7 +60,7 @@ void launch_variant(HopperFwdParams hp, gpuStream_t stream, bool persistent) {
   hp.by_splits = FastDivmod(p.num_splits);
   hp.by_heads = FastDivmod(p.h);
   hp.by_group = FastDivmod(p.h / p.hk);
-  hp.carry = hopper_carry_across_tiles(D, Causal, p.sk, p.num_splits);
+  hp.carry = hopper_carry_across_tiles(D, Causal);
   if constexpr (Causal && !Tiles::kOverlap) {
     // Causal tiles of consumers side by side (the kernel's kGroupedWalk): persistent launches
     // given a counter draw their tiles from it, and one block per tile runs them in the order
@@ -140,8 +140,8 @@ struct TallTiles {
   using For = HopperTiles<D, 192, false, false, D == 64 ? 2 : 1, false>;
 };
 // Otherwise 128-row ping-pong tiles with two Q buffers. A tile's last P V carries the next
-// tile's first S = Q K^T (step 14) where hopper_carry_across_tiles says it pays (at d=128 with
-// the causal mask, or on tiles of up to 4 key blocks: benchmarks/NOTES.md, steps 31, 36, 38).
+// tile's first S = Q K^T (step 14) where hopper_carry_across_tiles says it pays (d=64, and d=128
+// with the causal mask: benchmarks/NOTES.md, steps 31, 36, 38, 44).
 template <int D>
 struct PingPongTiles {
   template <bool Causal>
