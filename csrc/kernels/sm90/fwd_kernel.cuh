@@ -523,9 +523,10 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // softmax_with_max's own slack rule (the same bits wherever the max stays); with overlap the
   // max now lags by up to kMaxSlackLog2 too, and O needs no rescale where it does. Measured
   // +9-12% on the d=64 tiles side by side and +6% on d=128 ping-pong tiles of 8 key blocks,
-  // even at 4 (benchmarks/NOTES.md steps 42-43). Not on the 192-row d=128 tiles: the scores
-  // kept beside P and O spilled their 160 registers.
-  constexpr bool kFastProbabilities = Tiles::kOverlap || D == 64;
+  // even at 4 (benchmarks/NOTES.md steps 42-43). Not on causal ping-pong tiles (3-4% slower at
+  // 512 rows, even at 1024: most of their blocks are a tile's first, or masked), nor on the
+  // 192-row d=128 tiles (the scores kept beside P and O spilled their 160 registers).
+  constexpr bool kFastProbabilities = Tiles::kOverlap ? !Causal : D == 64;
   auto probabilities_at_running_max = [&](uint32_t(&dst)[BN / 16][4]) {
     if (__any_sync(0xffffffffu, row_max[0] == -INFINITY || row_max[1] == -INFINITY))
       return false;
