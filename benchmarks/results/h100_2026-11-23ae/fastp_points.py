@@ -37,27 +37,26 @@ if os.environ.get("PTS") == "pp2":
     PTS = [(128, 512, False, torch.bfloat16), (128, 1024, False, torch.bfloat16), (128, 512, True, torch.bfloat16),
            (128, 1024, True, torch.bfloat16), (128, 512, True, torch.float16), (128, 1024, False, torch.float16),
            (128, 512, False, torch.float16), ("split", 1, 16, 128, 65535, 64), ("split", 1, 16, 8192, 8192, 128)]
-for pt in PTS:
-    if pt[0] == "split":
-        _, b, h, s, sk, d = pt
-        sets = T.make_input_sets(torch, b, h, h, s, sk, d, torch.bfloat16)
-        q, k, v = sets[0]
-        fl = T.attention_flops(b, h, s, sk, d, False)
-        cud = T.peer_runners(torch, q, k, v, False, ["sdpa_cudnn"])["sdpa_cudnn"][0]
-        fs = lambda q, k, v: flashsplit.flash_attn_func(q, k, v)
-        tim = T.time_cuda_interleaved(torch, [fs, cud], sets, 5, 40)
-        a, c = tim[0]["median_ms"], tim[1]["median_ms"]
-        print(f"{tag} r{rnd} split {pt[1:]}: fs {a * 1e3:.1f} us cudnn {c * 1e3:.1f} us x_cudnn {c / a:.3f}", flush=True)
-        continue
-    d, s, causal, dt = pt
-    b, h = 16384 // s, 2048 // d
-    sets = T.make_input_sets(torch, b, h, h, s, s, d, dt)
+
+
+def against_cudnn(b, h, s, sk, d, causal, dt):
+    """Median ms of flashsplit and SDPA cuDNN, interleaved (bench timing), and the call's FLOPs."""
+    sets = T.make_input_sets(torch, b, h, h, s, sk, d, dt)
     q, k, v = sets[0]
-    fl = T.attention_flops(b, h, s, s, d, causal)
     cud = T.peer_runners(torch, q, k, v, causal, ["sdpa_cudnn"])["sdpa_cudnn"][0]
     fs = lambda q, k, v: flashsplit.flash_attn_func(q, k, v, causal=causal)
     tim = T.time_cuda_interleaved(torch, [fs, cud], sets, 5, 40)
-    a, c = tim[0]["median_ms"], tim[1]["median_ms"]
-    print(f"{tag} r{rnd} d={d} s={s} causal={causal} {str(dt)[6:]}: fs {fl / a / 1e9:.0f} cudnn {fl / c / 1e9:.0f} x_cudnn {c / a:.3f}", flush=True)
     del sets, q, k, v
     torch.cuda.empty_cache()
+    return tim[0]["median_ms"], tim[1]["median_ms"], T.attention_flops(b, h, s, sk, d, causal)
+
+
+for pt in PTS:
+    if pt[0] == "split":
+        _, b, h, s, sk, d = pt
+        a, c, _ = against_cudnn(b, h, s, sk, d, False, torch.bfloat16)
+        print(f"{tag} r{rnd} split {pt[1:]}: fs {a * 1e3:.1f} us cudnn {c * 1e3:.1f} us x_cudnn {c / a:.3f}", flush=True)
+        continue
+    d, s, causal, dt = pt
+    a, c, fl = against_cudnn(16384 // s, 2048 // d, s, s, d, causal, dt)
+    print(f"{tag} r{rnd} d={d} s={s} causal={causal} {str(dt)[6:]}: fs {fl / a / 1e9:.0f} cudnn {fl / c / 1e9:.0f} x_cudnn {c / a:.3f}", flush=True)
