@@ -80,7 +80,11 @@ def test_forward_honours_any_finite_softmax_scale(request, d, causal, scale, sq,
     sign and a zero one must still give the uniform average over the visible keys (and masked
     keys must stay masked rather than become -inf * 0 = NaN). (3000, 2900) runs the Hopper
     kernel's 192-row tiles at d=64, whose running max moves only when a key block's scaled max
-    passes it by more than a factor 2^8."""
+    passes it by more than a factor 2^8. The Hopper kernel takes most blocks' probabilities at
+    the running max without computing the block's max (d=64 tiles side by side, unmasked
+    ping-pong tiles); the large scale (scores spread over ~20 powers of two) makes many blocks
+    fall back to computing it, between blocks that do not, the negative one runs it on flipped
+    scores."""
     b = 1 if sq >= 2048 else 2
     q, k, v = rand_qkv(generator_for(request), b, sq, sk, 8, 2, d, torch.bfloat16)
     refs = references(q, k, v, causal=causal, softmax_scale=scale)
