@@ -79,12 +79,12 @@ def test_forward_honours_any_finite_softmax_scale(request, d, causal, scale, sq,
     """The kernel applies the scale as a positive factor inside exp2: a negative scale flips Q's
     sign and a zero one must still give the uniform average over the visible keys (and masked
     keys must stay masked rather than become -inf * 0 = NaN). (3000, 2900) runs the Hopper
-    kernel's 192-row tiles at d=64, whose running max moves only when a key block's scaled max
-    passes it by more than a factor 2^8. The Hopper kernel takes most blocks' probabilities at
-    the running max without computing the block's max (d=64 tiles side by side, unmasked
-    ping-pong tiles); the large scale (scores spread over ~20 powers of two) makes many blocks
-    fall back to computing it, between blocks that do not, the negative one runs it on flipped
-    scores."""
+    kernel's 192-row tiles, whose running max moves only when a key block's scaled max passes
+    it by more than a factor 2^8. The Hopper kernel takes most blocks' probabilities at the
+    running max without computing the block's max (tiles side by side, unmasked ping-pong
+    tiles; on the 192-row d=128 tiles the fallback computes S again); the large scale (scores
+    spread over ~20 powers of two) makes many blocks fall back to computing it, between blocks
+    that do not, the negative one runs it on flipped scores."""
     b = 1 if sq >= 2048 else 2
     q, k, v = rand_qkv(generator_for(request), b, sq, sk, 8, 2, d, torch.bfloat16)
     refs = references(q, k, v, causal=causal, softmax_scale=scale)
@@ -268,16 +268,26 @@ def test_wide_tiles_with_grouped_kv_heads_and_negative_scale(request, dtype):
         assert_matches_reference(out, lse, q, k, refs, False, what)
 
 
+# (b, h, sq, sk, d, block_m on 132 SMs): 256-row tiles at d=64 (as in the test above), and 64
+# heads of 2304 rows at d=128, which run 192-row tiles (TILE_GRIDS' "d128-sq2304").
+JUMPING_MAX_CASES = {"d64-wide": (8, 32, 512, 600, 64, 256),
+                     "d128-tall": (4, 16, 2304, 2200, 128, 192)}
+
+
 @requires_native
+@pytest.mark.parametrize("case", list(JUMPING_MAX_CASES))
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_wide_tiles_follow_a_jumping_row_max(request, dtype):
-    """The running max of the 256-row tiles (64-key blocks, four consumers without overlap)
-    moves only when a block's max passes it by more than 2^8, and O and the row sum are then
-    rescaled. Keys 5 and 300 (walked after the later key blocks) score far above the rest: the
-    jump varies per query row (some rows below 2^8, some above, within one warp), and per key
-    head it is none, moderate (2^8 to 2^60) or huge (past 2^128, where exp2 of the unmoved max
-    would overflow)."""
-    b, h, hk, sq, sk, d = 8, 32, 8, 512, 600, 64
+def test_tiles_side_by_side_follow_a_jumping_row_max(request, dtype, case):
+    """The running max of tiles whose consumers run side by side (no overlap) moves only when a
+    block's max passes it by more than 2^8, and O and the row sum are then rescaled. Their
+    softmax takes a block's probabilities at the running max and falls back where one could
+    pass 2^8; on the 192-row d=128 tiles the fallback computes S again for the whole warpgroup
+    where any of its warps needs it. Keys 5 and 300 (walked after the later key blocks) score
+    far above the rest: the jump varies per query row (some rows below 2^8, some above, within
+    one warp), and per key head it is none, moderate (2^8 to 2^60) or huge (past 2^128, where
+    exp2 of the unmoved max would overflow)."""
+    b, h, sq, sk, d, block_m = JUMPING_MAX_CASES[case]
+    hk = 8
     gen = generator_for(request)
     q, k, v = rand_qkv(gen, b, sq, sk, h, hk, d, dtype)
     direction = torch.full((d,), d ** -0.5, device="cuda")  # unit length
@@ -290,8 +300,11 @@ def test_wide_tiles_follow_a_jumping_row_max(request, dtype):
     k[:, 5:6] += sizes * direction
     k[:, 300:301] += 0.5 * sizes * direction
     k = k.to(dtype)
-    what = f"b={b} h={h}/{hk} sq={sq} sk={sk}"
-    assert_wide_tiles_on_h100(assert_native(q, k, v, False, 1), what)
+    what = f"b={b} h={h}/{hk} sq={sq} sk={sk} d={d}"
+    decision = assert_native(q, k, v, False, 1)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if decision["kernel"] == "hopper_wgmma" and sms == 132:
+        assert decision["block_m"] == block_m, f"{what}: {decision}"
     refs = references(q, k, v, causal=False)
     out, lse = fs_forward(q, k, v, False, 1)
     assert_matches_reference(out, lse, q, k, refs, False, what)

@@ -474,20 +474,29 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     }
   };
   // Prepared scores -> probabilities (in s), running max and sum, and rescale[] for O.
-  auto softmax_with_max = [&]() {
+  // at_running_max (without overlap): the block's max is not taken, the probabilities are at
+  // the running max; returns whether the thread's partial sums of both rows, and so each of its
+  // probabilities, stay within 2^kMaxSlackLog2 (see probabilities_at_running_max).
+  auto softmax_with_max = [&](bool at_running_max = false) {
+    bool bounded = true;
     // Registers 4j + 2r + {0, 1} belong to row r.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float tile_max = -INFINITY;
+      if (!Tiles::kOverlap && at_running_max) {
+        tile_max = row_max[r];
+      } else {
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
-        tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+        for (int j = 0; j < BN / 8; ++j)
+          tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+        tile_max = quad_max(tile_max);
+      }
       // Without overlap, the running max moves only when a block's max passes it by more than
       // kMaxSlackLog2 (scaled, log2 units): probabilities then reach at most 2^kMaxSlackLog2
       // before the normalisation, harmless in fp32 sums and bf16/fp16 P, and most blocks leave
       // O as it is (rescale_o skips them). The first block with a visible key always moves it
       // (from -inf). With overlap the skip measured 2-6% slower, so the max follows every block.
-      const float block_max = quad_max(tile_max);
+      const float block_max = tile_max;
       float new_max;
       if constexpr (Tiles::kOverlap) {
         new_max = fmaxf(row_max[r], block_max);
@@ -508,7 +517,12 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
       }
       row_sum[r] = row_sum[r] * rescale[r] + sum;
+      // (NaN fails the test too, and so does a row without a max: its probabilities were not
+      // taken at one.)
+      bounded = bounded && sum <= static_cast<float>(1 << static_cast<int>(kMaxSlackLog2)) &&
+                new_max != -INFINITY;
     }
+    return bounded;
   };
   auto softmax = [&](int n) {
     prepare_scores(n);
@@ -524,14 +538,25 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // max now lags by up to kMaxSlackLog2 too, and O needs no rescale where it does. Measured
   // +9-12% on the d=64 tiles side by side and +6% on d=128 ping-pong tiles of 8 key blocks,
   // even at 4 (benchmarks/NOTES.md steps 42-43). Not on causal ping-pong tiles (3-4% slower at
-  // 512 rows, even at 1024: most of their blocks are a tile's first, or masked), nor on the
-  // 192-row d=128 tiles (the scores kept beside P and O spilled their 160 registers).
-  constexpr bool kFastProbabilities = Tiles::kOverlap ? !Causal : D == 64;
-  auto probabilities_at_running_max = [&](uint32_t(&dst)[BN / 16][4]) {
+  // 512 rows, even at 1024: most of their blocks are a tile's first, or masked). The caller
+  // adds `sum` to the row sums where it returns true.
+  // On the 192-row d=128 tiles the scores kept beside P and O spilled their 160 registers:
+  // there softmax_with_max takes the probabilities at the running max in place, and where a
+  // warp's could pass the bound the warpgroup computes S again (kRecomputeScores, the loop
+  // below). Only without the mask, where every block after a consumer's first gives each row a
+  // max, and not in the split form (split calls at d=128 run 128-row tiles) nor the tail
+  // kernel (both spilled).
+  constexpr bool kRecomputeScores =
+      !Tiles::kOverlap && D == 128 && !Causal && !Split && !TailPass;
+  constexpr bool kFastProbabilities = Tiles::kOverlap ? !Causal : D == 64 || kRecomputeScores;
+  // The vote's named barrier, one per consumer (1 and 2 are the ping-pong turns).
+  constexpr int kVoteBarrier = 3;
+  static_assert(!kRecomputeScores || kVoteBarrier + Tiles::kConsumers <= 16, "barrier ids");
+  auto probabilities_at_running_max = [&](uint32_t(&dst)[BN / 16][4], float(&sum)[2]) {
     if (__any_sync(0xffffffffu, row_max[0] == -INFINITY || row_max[1] == -INFINITY))
       return false;
     const float base[2] = {row_max[0] * scale_log2, row_max[1] * scale_log2};
-    float sum[2] = {0.f, 0.f};
+    sum[0] = sum[1] = 0.f;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
@@ -544,10 +569,11 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     }
     // (NaN fails the test too; softmax_with_max then handles it as before.)
     constexpr float kBound = static_cast<float>(1 << static_cast<int>(kMaxSlackLog2));
-    if (__any_sync(0xffffffffu, !(sum[0] <= kBound && sum[1] <= kBound))) return false;
+    return !__any_sync(0xffffffffu, !(sum[0] <= kBound && sum[1] <= kBound));
+  };
+  auto add_to_row_sums = [&](const float(&sum)[2]) {
     row_sum[0] += sum[0];
     row_sum[1] += sum[1];
-    return true;
   };
   // O changes only where a row's max moved (softmax), which without overlap is rare after the
   // first blocks: the warp then skips the D/2 multiplies unless one of its rows moved.
@@ -790,11 +816,14 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   };
   // Once S of key block n (in `stage`) has landed: free its K (and Q after the tile's last
   // block walked).
+  // The last reads of key block n's K (and, after the tile's last block walked, of Q).
+  auto free_scored_operands = [&](int n) {
+    release(&k_empty[stage]);
+    if (n == (kForwardWalk ? range.end - 1 : range.begin)) release(&q_empty[qb]);
+  };
   auto block_landed = [&](int n) {
     fence_accumulators(s);
-    release(&k_empty[stage]);
-    // The tile's last read of Q.
-    if (n == (kForwardWalk ? range.end - 1 : range.begin)) release(&q_empty[qb]);
+    free_scored_operands(n);
   };
   // ... then softmax, leaving P in s.
   auto block_scored = [&](int n) {
@@ -834,12 +863,41 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         wgmma_fence();
         issue_qk(stage);
         wgmma_wait<0>();
-        block_landed(n);
-        prepare_scores(n);
-        if (!kFastProbabilities || !probabilities_at_running_max(pa)) {
-          softmax_with_max();
+        if constexpr (kRecomputeScores) {
+          fence_accumulators(s);
+          prepare_scores(n);
+          // After this consumer's first block of the tile, at the running max; where a warp's
+          // probabilities could pass the bound, the warpgroup computes S again (K and Q are
+          // freed only after the vote) and takes the block's max. One call site of the softmax
+          // for both, so ptxas lays out S, P and O as for the plain softmax (with two, or with
+          // probabilities_at_running_max's P beside the scores, it spilled).
+          const float kept_sum[2] = {row_sum[0], row_sum[1]};
+          for (bool at_running_max = n != visible_end - 1;; at_running_max = false) {
+            const bool bounded = softmax_with_max(at_running_max);
+            if (!at_running_max || !named_barrier_any(kVoteBarrier + consumer, 128, !bounded))
+              break;
+            row_sum[0] = kept_sum[0];
+            row_sum[1] = kept_sum[1];
+            wgmma_fence();
+            issue_qk(stage);
+            wgmma_wait<0>();
+            fence_accumulators(s);
+            prepare_scores(n);
+          }
+          free_scored_operands(n);
           rescale_o();
           pack_p();
+        } else {
+          block_landed(n);
+          prepare_scores(n);
+          float sum[2];
+          if (kFastProbabilities && probabilities_at_running_max(pa, sum)) {
+            add_to_row_sums(sum);
+          } else {
+            softmax_with_max();
+            rescale_o();
+            pack_p();
+          }
         }
         mbar_wait(&v_full[stage], phase);
         wgmma_fence();
@@ -898,8 +956,13 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         block_landed(n);
         prepare_scores(n);
         uint32_t p_next[BN / 16][4];
-        const bool at_running_max = kFastProbabilities && probabilities_at_running_max(p_next);
-        if (!at_running_max) softmax_with_max();
+        float sum[2];
+        const bool at_running_max =
+            kFastProbabilities && probabilities_at_running_max(p_next, sum);
+        if (at_running_max)
+          add_to_row_sums(sum);
+        else
+          softmax_with_max();
         pv_landed(prev_stage);
         if (at_running_max) {
 #pragma unroll

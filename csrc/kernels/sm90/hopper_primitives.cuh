@@ -148,6 +148,18 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Waits like named_barrier_sync and returns whether `pred` held in any of the `threads`
+// threads (bar.red.or): one vote for a warpgroup, whose wgmma all four warps must issue alike.
+__device__ __forceinline__ bool named_barrier_any(int id, int threads, bool pred) {
+  uint32_t any;
+  asm volatile(
+      "{\n.reg .pred q, a;\nsetp.ne.u32 q, %1, 0;\nbar.red.or.pred a, %2, %3, q;\n"
+      "selp.u32 %0, 1, 0, a;\n}\n"
+      : "=r"(any)
+      : "r"(static_cast<uint32_t>(pred)), "r"(id), "r"(threads)
+      : "memory");
+  return any != 0;
+}
 
 // ---- Shared-memory matrix descriptors for tiles stored as TMA's 128-byte swizzle writes them:
 // rows of 64 16-bit elements (128 B), 8-row atoms of 1024 B, atoms 1024-B aligned.
