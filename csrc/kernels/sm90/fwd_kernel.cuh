@@ -336,6 +336,18 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     prefetch_tensor_map(&hp.q_map);
     prefetch_tensor_map(&hp.k_map);
     prefetch_tensor_map(&hp.v_map);
+    // L2 priorities: a tile's Q is read by its block only, a key block's K and V by every
+    // query tile of the head (and the GQA group) that runs meanwhile, so Q leaves L2 first and
+    // K and V last (where only one tile reads them, as in decode without GQA, at the normal
+    // priority); the output (direct epilogue) is written once and leaves first too. Measured
+    // +0.5-1.3% at d=128 512-2048 rows, where the calls read HBM hardest; O alone first was
+    // 0.5-1% slower with the mask (benchmarks/NOTES.md step 46). The policies are made at each
+    // copy (one instruction) rather than kept: the producer has 32 registers, and with two
+    // 64-bit policies held the causal 192-row split kernels spilled.
+    const bool kv_shared = m_blocks > 1 || p.h != p.hk;
+    auto kv_policy = [&]() {
+      return kv_shared ? l2_evict_last_policy() : l2_evict_normal_policy();
+    };
     int stage = 0;
     uint32_t phase = 0;
     uint32_t q_round = 0;  // tiles with work so far: picks the Q buffer and its barriers' parity
@@ -348,7 +360,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       mbar_arrive_expect_tx(&q_full[qb], Tiles::kTileBytesQ);
       for (int slab = 0; slab < Tiles::kSlabs; ++slab)
         tma_load_4d(sQ + qb * Tiles::kTileBytesQ + slab * Tiles::kSlabBytesQ, &hp.q_map,
-                    &q_full[qb], slab * 64, m0, head, batch);
+                    &q_full[qb], slab * 64, m0, head, batch, l2_evict_first_policy());
       ++q_round;
       // Key blocks in the order the consumers walk them (kForwardWalk).
       for (int n = kForwardWalk ? range.begin : range.end - 1;
@@ -359,12 +371,12 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         mbar_arrive_expect_tx(&k_full[stage], Tiles::kTileBytesKV);
         for (int slab = 0; slab < Tiles::kSlabs; ++slab)
           tma_load_4d(k_dst + slab * Tiles::kSlabBytesKV, &hp.k_map, &k_full[stage], slab * 64,
-                      n * BN, kv_head, batch);
+                      n * BN, kv_head, batch, kv_policy());
         mbar_wait(&v_empty[stage], phase ^ 1);
         mbar_arrive_expect_tx(&v_full[stage], Tiles::kTileBytesKV);
         for (int slab = 0; slab < Tiles::kSlabs; ++slab)
           tma_load_4d(v_dst + slab * Tiles::kSlabBytesKV, &hp.v_map, &v_full[stage], slab * 64,
-                      n * BN, kv_head, batch);
+                      n * BN, kv_head, batch, kv_policy());
         if (++stage == kStages) stage = 0, phase ^= 1;
       }
     };
@@ -767,10 +779,11 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       __syncwarp();
       if (lane == 0) {
         // Rows at or past sq lie outside the map and are not written.
+        const uint64_t o_policy = l2_evict_first_policy();
         for (int slab = 0; slab < Tiles::kSlabs; ++slab)
           tma_store_4d(&hp.o_map, sO_rows + slab * Tiles::kSlabBytesO + warp_rows, slab * 64,
                        kRotate ? f.row0 - quad_row : f.m0 + consumer * 64 + warp_in_group * 16,
-                       f.head, f.batch);
+                       f.head, f.batch, o_policy);
         bulk_commit_group();
       }
     }
