@@ -827,13 +827,14 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
   };
-  // Once S of key block n (in `stage`) has landed: free its K (and Q after the tile's last
-  // block walked).
-  // The last reads of key block n's K (and, after the tile's last block walked, of Q).
+  // Key block n's K has been read for the last time (and Q too after the tile's last block
+  // walked): free them.
   auto free_scored_operands = [&](int n) {
     release(&k_empty[stage]);
     if (n == (kForwardWalk ? range.end - 1 : range.begin)) release(&q_empty[qb]);
   };
+  // Once S of key block n (in `stage`) has landed: free its K (and Q after the tile's last
+  // block walked).
   auto block_landed = [&](int n) {
     fence_accumulators(s);
     free_scored_operands(n);
