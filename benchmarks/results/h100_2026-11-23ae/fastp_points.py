@@ -37,6 +37,10 @@ if os.environ.get("PTS") == "pp2":
     PTS = [(128, 512, False, torch.bfloat16), (128, 1024, False, torch.bfloat16), (128, 512, True, torch.bfloat16),
            (128, 1024, True, torch.bfloat16), (128, 512, True, torch.float16), (128, 1024, False, torch.float16),
            (128, 512, False, torch.float16), ("split", 1, 16, 128, 65535, 64), ("split", 1, 16, 8192, 8192, 128)]
+if os.environ.get("PTS") == "tall":  # session 21 (results/h100_2026-11-24a): 192-row d=128 tiles
+    PTS = [(128, 2048, False, torch.bfloat16), (128, 4096, False, torch.bfloat16), (128, 8192, False, torch.bfloat16),
+           (128, 16384, False, torch.bfloat16), (128, 2048, False, torch.float16), (128, 4096, False, torch.float16),
+           (128, 1024, False, torch.bfloat16), (64, 2048, False, torch.bfloat16), (128, 2048, True, torch.bfloat16)]
 
 
 def against_cudnn(b, h, s, sk, d, causal, dt):
