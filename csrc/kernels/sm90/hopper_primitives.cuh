@@ -116,8 +116,14 @@ __device__ __forceinline__ void bulk_wait_group() {
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
-__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t value) {
-  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(value) : "memory");
+// Four 8x8 matrices of 16-bit elements from a warp's registers to shared memory (stmatrix):
+// lanes 8i..8i+7 give the addresses of matrix i's rows (16 contiguous bytes each), and lane l
+// holds in register i row l / 4, columns 2 (l % 4) and + 1 of matrix i: mma's C fragment.
+__device__ __forceinline__ void stmatrix_x4(uint32_t row_addr, uint32_t m0, uint32_t m1,
+                                            uint32_t m2, uint32_t m3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(row_addr),
+               "r"(m0), "r"(m1), "r"(m2), "r"(m3)
+               : "memory");
 }
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
