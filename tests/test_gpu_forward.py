@@ -300,14 +300,7 @@ def test_tiles_side_by_side_follow_a_jumping_row_max(request, dtype, case):
     k[:, 5:6] += sizes * direction
     k[:, 300:301] += 0.5 * sizes * direction
     k = k.to(dtype)
-    what = f"b={b} h={h}/{hk} sq={sq} sk={sk} d={d}"
-    decision = assert_native(q, k, v, False, 1)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if decision["kernel"] == "hopper_wgmma" and sms == 132:
-        assert decision["block_m"] == block_m, f"{what}: {decision}"
-    refs = references(q, k, v, causal=False)
-    out, lse = fs_forward(q, k, v, False, 1)
-    assert_matches_reference(out, lse, q, k, refs, False, what)
+    check_hopper_call(q, k, v, False, 1, f"b={b} h={h}/{hk} sq={sq} sk={sk} d={d}", block_m)
 
 
 @requires_native

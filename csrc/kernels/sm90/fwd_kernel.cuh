@@ -427,6 +427,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
 
   const float scale_log2 = fmaxf(fabsf(p.softmax_scale) * static_cast<float>(M_LOG2E), FLT_MIN);
   constexpr float kMaxSlackLog2 = 8.f;
+  constexpr float kMaxSlack = static_cast<float>(1 << static_cast<int>(kMaxSlackLog2));
   const bool negate_scores = p.softmax_scale < 0.f;
 
   float o[D / 2];
@@ -494,21 +495,21 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     // Registers 4j + 2r + {0, 1} belong to row r.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float tile_max = -INFINITY;
+      // The block's max over the quad (the running max itself where at_running_max).
+      float block_max = -INFINITY;
       if (!Tiles::kOverlap && at_running_max) {
-        tile_max = row_max[r];
+        block_max = row_max[r];
       } else {
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j)
-          tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-        tile_max = quad_max(tile_max);
+          block_max = fmaxf(block_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+        block_max = quad_max(block_max);
       }
       // Without overlap, the running max moves only when a block's max passes it by more than
       // kMaxSlackLog2 (scaled, log2 units): probabilities then reach at most 2^kMaxSlackLog2
       // before the normalisation, harmless in fp32 sums and bf16/fp16 P, and most blocks leave
       // O as it is (rescale_o skips them). The first block with a visible key always moves it
       // (from -inf). With overlap the skip measured 2-6% slower, so the max follows every block.
-      const float block_max = tile_max;
       float new_max;
       if constexpr (Tiles::kOverlap) {
         new_max = fmaxf(row_max[r], block_max);
@@ -531,8 +532,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       row_sum[r] = row_sum[r] * rescale[r] + sum;
       // (NaN fails the test too, and so does a row without a max: its probabilities were not
       // taken at one.)
-      bounded = bounded && sum <= static_cast<float>(1 << static_cast<int>(kMaxSlackLog2)) &&
-                new_max != -INFINITY;
+      bounded = bounded && sum <= kMaxSlack && new_max != -INFINITY;
     }
     return bounded;
   };
@@ -580,8 +580,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       }
     }
     // (NaN fails the test too; softmax_with_max then handles it as before.)
-    constexpr float kBound = static_cast<float>(1 << static_cast<int>(kMaxSlackLog2));
-    return !__any_sync(0xffffffffu, !(sum[0] <= kBound && sum[1] <= kBound));
+    return !__any_sync(0xffffffffu, !(sum[0] <= kMaxSlack && sum[1] <= kMaxSlack));
   };
   auto add_to_row_sums = [&](const float(&sum)[2]) {
     row_sum[0] += sum[0];
