@@ -13,7 +13,7 @@
 
 #include <vector>
 
-#include "host_device.h"
+#include "core/host_device.h"
 
 namespace flashsplit {
 
@@ -21,13 +21,15 @@ namespace flashsplit {
 // flight together), so its latency grows per batch, not per split; the split heuristic charges
 // it so (combine_batches).
 constexpr int kCombineSplitsPerChunk = 8;
+// Threads per block of the combine kernel.
+constexpr int kCombineThreads = 128;
 // Threads that share a row's splits (per group of 4 columns): as many as keep each thread's
 // splits within one batch of loads, so a row's combine takes one round trip to L2 wherever the
-// block has room (128 threads: up to 128 / (d / 4) lanes), and no more: a lane with fewer
-// splits has fewer loads in flight, which cost grids of many rows (prefill splits) up to 14%
-// when every split had a lane of its own (benchmarks/NOTES.md step 30).
+// block has room (kCombineThreads: up to kCombineThreads / (d / 4) lanes), and no more: a lane
+// with fewer splits has fewer loads in flight, which slows grids of many rows (prefill splits)
+// where every split has a lane of its own.
 FS_HOST_DEVICE inline int combine_lanes(int num_splits, int d) {
-  const int most = 128 / (d / 4 > 0 ? d / 4 : 1);
+  const int most = kCombineThreads / (d / 4 > 0 ? d / 4 : 1);
   int lanes = 1;
   while (lanes < most && lanes * kCombineSplitsPerChunk < num_splits) lanes *= 2;
   return lanes;
@@ -46,10 +48,17 @@ struct SplitFold {
   bool nan = false;     // a split met a NaN: the row is NaN, as the unsplit kernel makes it
 };
 
+// e^x: the combine's LSEs are natural logs.
+struct NaturalExp {
+  FS_HOST_DEVICE float operator()(float x) const { return expf(x); }
+};
+
 // What a fold's sums are multiplied by when its max moves from `from` to `to` (>= from): 0 for
-// a fold that holds nothing yet (from = -inf), whose sums are 0.
-FS_HOST_DEVICE inline float fold_rescale(float from, float to) {
-  return from == -INFINITY ? 0.f : expf(from - to);
+// a fold that holds nothing yet (from = -inf), whose sums are 0. `exp` maps a difference of
+// maxima to a factor: e^x for LSEs; a kernel that keeps raw score maxima passes its own.
+template <class Exp = NaturalExp>
+FS_HOST_DEVICE inline float fold_rescale(float from, float to, Exp exp = Exp{}) {
+  return from == -INFINITY ? 0.f : exp(from - to);
 }
 
 // Folds split (lse_g, o_g[0..n)) into (f, acc). A split that saw no key (-inf) is skipped, never

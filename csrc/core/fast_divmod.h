@@ -2,7 +2,7 @@
 // sequence: q = mulhi(n, m) >> s with a precomputed multiplier m and shift s (Granlund and
 // Montgomery, "Division by invariant integers using multiplication", 1994). A GPU has no integer
 // divider; each `/` or `%` by a runtime value is a ~20-instruction sequence with a reciprocal,
-// and the Hopper kernel's tile walk does six of them per tile (benchmarks/NOTES.md step 26).
+// and the Hopper kernel's tile walk does six of them per tile.
 #pragma once
 
 #include <cstdint>

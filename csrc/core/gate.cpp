@@ -1,6 +1,6 @@
-#include "gate.h"
+#include "core/gate.h"
 
-#include "split_heuristic.h"
+#include "core/hopper_tiles.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -168,70 +168,6 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
                       p.tma_describable && use_hopper_tiles(p.sq, p.h, p.hk);
   decision.family = hopper ? KernelFamily::kHopperWgmma : KernelFamily::kPortableMma;
   return decision;
-}
-
-TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
-  const int d = static_cast<int>(p.d);
-  switch (family) {
-    case KernelFamily::kHopperWgmma: return hopper_tile_config(d, p.sq, p.causal, p.sk);
-    case KernelFamily::kPortableMma: return portable_tile_config(d, use_narrow_tiles(p.sq, p.h, p.hk));
-    case KernelFamily::kNone: break;
-  }
-  return TileConfig{0, 0, 0, 0};
-}
-
-TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count,
-                         int num_splits) {
-  if (family != KernelFamily::kHopperWgmma) return tiles_for(family, p);
-  return hopper_tile_config(static_cast<int>(p.d), p.sq, p.causal, p.sk, p.b * p.h, sm_count,
-                            num_splits);
-}
-
-TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,
-                             int sm_count, int num_splits) {
-  if (family != KernelFamily::kHopperWgmma || tiles.block_m <= 0 ||
-      !tail_split_applies(p.causal, num_splits != 1, tiles.block_n)) {
-    return TailSplit{};
-  }
-  const long long tiles_total = forward_blocks(p.b, p.sq, p.h, p.hk, tiles);
-  const long long key_blocks = (p.sk + tiles.block_n - 1) / tiles.block_n;
-  if (key_blocks >= (1LL << 30)) return TailSplit{};
-  return plan_tail_split(tiles_total, static_cast<int>(key_blocks), sm_count);
-}
-
-bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& p,
-                                const TileConfig& tiles) {
-  return family == KernelFamily::kHopperWgmma && tiles.block_m == kHopperBaseRows &&
-         hopper_persistent(p.sk) &&
-         hopper_carry_across_tiles(static_cast<int>(p.d), p.causal);
-}
-
-bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,
-                            int num_splits) {
-  return family == KernelFamily::kHopperWgmma && hopper_persistent(p.sk) &&
-         hopper_rotate_rounds(p.causal, num_splits, p.sq, tiles.block_m);
-}
-
-bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& p,
-                              const TileConfig& tiles) {
-  return family == KernelFamily::kHopperWgmma && p.causal &&
-         (tiles.block_m == kHopperTallRows || tiles.block_m == kHopperWideRows) &&
-         hopper_persistent(p.sk);
-}
-
-int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceInfo& device,
-                       int requested) {
-  const TileConfig modelled = tiles_for(family, p);
-  const int g = resolve_num_splits(requested, p, device, modelled);
-  if (requested != 0 || g <= 1 || family != KernelFamily::kHopperWgmma) return g;
-  const TileConfig unsplit = tiles_for_run(family, p, device.sm_count, 1);
-  if (unsplit.block_m == modelled.block_m) return g;
-  const int d = static_cast<int>(p.d);
-  const double split_us = modelled_split_us(p, device, modelled, g) *
-                          hopper_row_cost_pct(d, modelled.block_m, p.causal, p.sk);
-  const double unsplit_us = modelled_split_us(p, device, unsplit, 1) *
-                            hopper_row_cost_pct(d, unsplit.block_m, p.causal, p.sk);
-  return unsplit_us >= 0 && unsplit_us <= split_us ? 1 : g;
 }
 
 }  // namespace flashsplit

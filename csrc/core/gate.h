@@ -4,9 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "problem.h"
-#include "tail_split.h"
-#include "tile_config.h"
+#include "core/problem.h"
 
 namespace flashsplit {
 
@@ -39,47 +37,5 @@ bool build_has_binary_for(const BuildInfo& build, int cc);
 GateDecision check_native(const AttnProblem& problem, const DeviceInfo& device,
                           const BuildInfo& build, bool allow_untested_arch = false,
                           bool allow_hopper = true);
-
-// The tiles the split heuristic models for this problem (zeros for kNone): those of split
-// calls (hopper_split_block_m for the Hopper family).
-TileConfig tiles_for(KernelFamily family, const AttnProblem& problem);
-
-// The tiles a call of num_splits splits runs on a device of sm_count SMs: the same, except
-// that an unsplit Hopper call weighs its grid's waves for the tile height (hopper_block_m).
-TileConfig tiles_for_run(KernelFamily family, const AttnProblem& problem, int sm_count,
-                         int num_splits);
-
-// The tail split (tail_split.h) of a call of num_splits splits on `tiles`: active only for an
-// unsplit Hopper call without a causal mask, where plan_tail_split says it pays. The Hopper
-// launcher derives the same from its own tiles and runs it only when the caller gives the
-// workspace this sizes (tail_workspace_bytes).
-TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& problem,
-                             const TileConfig& tiles, int sm_count, int num_splits);
-
-// Whether a call on `tiles` carries S across tiles (hopper_carry_across_tiles): only persistent
-// Hopper launches of 128-row ping-pong tiles carry at all. The Hopper launcher applies the same
-// rule to its own tiles.
-bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& problem,
-                                const TileConfig& tiles);
-
-// Whether a call of num_splits splits on `tiles` rotates each round's tiles among its blocks
-// (hopper_rotate_rounds): only persistent Hopper launches walk rounds at all. The Hopper launcher
-// applies the same rule to its own tiles.
-bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& problem,
-                            const TileConfig& tiles, int num_splits);
-
-// Whether a call on `tiles` hands its tiles out through a counter (core/tile_order.h):
-// persistent causal Hopper launches of tiles whose consumers run side by side (192 and 256
-// rows). The torch layer allocates the counter only for these; the launcher draws tiles only
-// when given one, on those tiles.
-bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& problem,
-                              const TileConfig& tiles);
-
-// The G a call runs for a requested num_splits (0: the heuristic, on the tiles of tiles_for).
-// Where the heuristic splits but an unsplit call would run other tiles (tiles_for_run at
-// G = 1), G = 1 wins if its modelled time on those tiles, weighted by their row cost
-// (hopper_row_cost_pct), is no more than the split's on its own tiles.
-int resolve_splits_for(KernelFamily family, const AttnProblem& problem, const DeviceInfo& device,
-                       int requested);
 
 }  // namespace flashsplit

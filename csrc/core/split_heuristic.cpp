@@ -1,4 +1,4 @@
-#include "split_heuristic.h"
+#include "core/split_heuristic.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "combine_math.h"
+#include "core/combine_math.h"
+#include "core/hopper_tiles.h"
 
 namespace flashsplit {
 

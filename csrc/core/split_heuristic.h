@@ -1,43 +1,19 @@
 // How many key splits (G) to run for a call the gate admitted.
 #pragma once
 
-#include "problem.h"
-#include "tile_config.h"
+#include "core/problem.h"
+#include "core/tiles.h"
 
 namespace flashsplit {
 
 // Every tunable constant of the heuristic lives here, measured or fitted on an H100 (132 SMs,
-// HBM3). v3 models time in microseconds: a compute term (waves of thread blocks, each walking
-// its key blocks) and a DRAM term (the bytes the call must move), because the v2 model, which
-// counted only waves, missed by up to 1.21x on memory-bound grids (long keys, few query rows,
-// no GQA reuse), where G follows the traffic rather than the waves. The wide iteration times
-// are the G = 1 one-wave rows of benchmarks/data/tune_h100_v3.csv (time / key blocks at 512+
-// blocks); the rest were fitted on all 983 shapes of that CSV and checked on the shapes of
-// tune_h100_v4.csv and v5.csv it does not contain (benchmarks/NOTES.md, "heuristic v3").
-// v3.1 gives the narrow (decode) tiles their own overhead, combine cost and per-chunk split
-// latency, fitted on v3's narrow shapes alone: v3's shared terms over-split memory-bound decode
-// (G = 8..33 where one full wave, G = 2..4, was 4-8% faster) and under-split tiny decode grids
-// (the combine reads splits 8 at a time, so its latency grows per chunk, not per split).
-// v4 keeps the form and refits nine constants (narrow_iteration_us, the three block overheads,
-// dram_bytes_per_us, partial_wave_penalty, split_latency_us, narrow_chunk_latency_us, min_gain)
-// on tune_h100_v7.csv: the first data timed interleaved (every G of a shape in turn; v3-v6
-// timed the G one after another and read split calls of tiny decode shapes up to 1.6x slow)
-// and measured with the combine launched as a programmatic dependent (1-1.4 us cheaper per
-// split call). v3.1 on v7: regret 1.012 geomean, 1.45 worst (G = 1 where G = 3-4 was 30% faster
-// on 20 us decode calls); refit: 1.004 / 1.11. On tune_h100_v8.csv, measured with the refit,
-// narrow grids just past one block per SM (b = 2, hk = 1 decode: G = 79, 158 blocks) ran
-// 15-26% slower than the model said, so v4 adds narrow_crowding (v7: 1.004 / 1.13 with it).
-// Checked on tune_h100_v9.csv, measured after all of that: held out, 1.005 / 1.14. A second
-// held-out set, v10, read 1.17 on a 13 us decode call kept at G = 1 (G = 4: 11 us);
-// narrow_combine_us 4 -> 2, which the search had missed and which is better on v7 too (1.0040 /
-// 1.110), fixes it. Checked on tune_h100_v11.csv, measured after that (benchmarks/NOTES.md).
-// v5: the combine deals a row's splits to several threads and reads them in one batch
-// (combine_math.h), so a split decode call's combine costs per batch of its busiest thread,
-// not per chunk of 8 splits, and decode's best G moved up (16 -> 24-48 at 4096 keys). Five
-// constants refit (--search) on tune_h100_v17.csv, 572 narrow shapes measured with it:
-// narrow_iteration_us 0.75 -> 1.2, narrow_block_overhead 8 -> 10, narrow_chunk_latency_us
-// 2 -> 3, dram_bytes_per_us 3.4e6 -> 3.2e6, partial_wave_penalty 0.1 -> 0.05; regret there
-// 1.0153 -> 1.0112 (worst 1.112), the wide shapes of v15 / v16 unchanged (1.0042 / 1.0040).
+// HBM3); docs/design.md says how, and on which measured shapes in benchmarks/data. The model is
+// in microseconds: a compute term (waves of thread blocks, each walking its key blocks) and a
+// DRAM term (the bytes the call must move), since a count of waves alone misses memory-bound
+// grids (long keys, few query rows, no GQA reuse), where G follows the traffic rather than the
+// waves. Narrow (decode) tiles have their own block overhead, combine cost and per-batch combine
+// latency: they are memory-bound, and their combine deals a row's splits to several threads
+// that each read one batch of loads (combine_math.h).
 struct SplitHeuristicConstants {
   // Time of one key-block iteration of one thread block, in microseconds, per kernel family and
   // head dim (d <= 64 uses the d64 value, larger d the d128 one). Hopper: per 128 query rows.

@@ -2,7 +2,7 @@
 //
 // A call of T equal tiles on P SMs runs R = T / P full rounds, then a round of L = T % P tiles
 // in which P - L SMs have nothing to do: at bench_seqlen's 16k tokens 10.4 to 31.03 rounds, so
-// the part-empty last round costs up to 3% (benchmarks/NOTES.md step 28). Here the last round's
+// the part-empty last round costs up to 3%. Here the last round's
 // W = L * nb key blocks (nb per tile) are cut into C <= P contiguous chunks, one per SM: chunk j
 // is the key-block units [j W / C, (j + 1) W / C) of the tail tiles taken in order, so an SM
 // gets ceil(W / C) units or one fewer instead of nb or none. Since L < P a chunk holds at most
@@ -19,20 +19,20 @@
 #include <cstdint>
 
 #include "core/host_device.h"
-#include "core/tile_config.h"
+#include "core/hopper_tiles.h"
 
 namespace flashsplit {
 
 // The calls that may take a tail split: unsplit, without a causal mask, on tiles of 128-key
 // blocks (kHopperBlockN: the overhead below was measured in them; the wide tiles' 64-key blocks
-// run without it). The planner (tail_split_for_run) and the Hopper launcher both ask this.
+// run without it). The plan asks this (tail_split_for_run).
 constexpr bool tail_split_applies(bool causal, bool split, int block_n) {
   return !causal && !split && block_n == kHopperBlockN;
 }
 
 // What a piece costs beyond its key blocks (a Q load, an epilogue, the partial's write, the
-// arrival, the fold), in key blocks: measured on the H100 against the tail run whole,
-// 1024-16384 keys at d=64 and 128 (benchmarks/NOTES.md step 28).
+// arrival, the fold), in key blocks: measured against the tail run whole, 1024-16384 keys at
+// d=64 and 128.
 constexpr int kTailOverheadBlocks = 6;
 // Chunks hold at least this many key blocks: fewer, shorter pieces where the tail is small.
 constexpr int kTailMinChunkBlocks = 4;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "combine_math.h"
+#include "core/combine_math.h"
 
 namespace flashsplit {
 namespace {

@@ -7,8 +7,11 @@
 #include <tuple>
 #include <vector>
 
-#include "gate.h"
-#include "split_heuristic.h"
+#include "core/gate.h"
+#include "core/hopper_tiles.h"
+#include "core/plan.h"
+#include "core/portable_tiles.h"
+#include "core/split_heuristic.h"
 
 namespace flashsplit {
 namespace {

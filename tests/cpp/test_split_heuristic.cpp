@@ -11,8 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "combine_math.h"
-#include "split_heuristic.h"
+#include "core/combine_math.h"
+#include "core/hopper_tiles.h"
+#include "core/plan.h"
+#include "core/portable_tiles.h"
+#include "core/split_heuristic.h"
 
 namespace flashsplit {
 namespace {

@@ -1,5 +1,6 @@
-// The split partition: which key blocks each split of a query tile walks. Checked against a
-// brute-force walk over every (query, key) pair under bottom-right causal masking.
+// The mask rule and the split partition: which keys a row sees, which blocks need masking, and
+// which key blocks each split of a query tile walks. Checked against a brute-force walk over
+// every (query, key) pair under bottom-right causal masking.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "split_partition.h"
+#include "core/key_blocks.h"
 
 namespace flashsplit {
 namespace {
@@ -127,6 +128,46 @@ TEST(SplitPartition, TilesAboveTheCausalDiagonalSeeNothingWhenQueriesOutnumberKe
   }
   EXPECT_EQ(visible_key_blocks(sq, sq, sk, block_n, true), 2);  // the last tile sees all keys
   EXPECT_EQ(visible_key_blocks(sq, sq, sk, block_n, false), 2);
+}
+
+// The mask rule against its definition: query i sees key j iff j < sk and, with the mask,
+// j <= i + sk - sq.
+TEST(MaskRule, LastVisibleKeyIsTheBottomRightDiagonal) {
+  for (int sq : {1, 5, 64, 100}) {
+    for (int sk : {1, 7, 64, 300}) {
+      for (int query = 0; query < sq; ++query) {
+        int last_seen = -1;
+        for (int key = 0; key < sk; ++key)
+          if (key <= query + sk - sq) last_seen = key;
+        const int limit = last_visible_key(query, sq, sk, true);
+        EXPECT_EQ(limit < 0 ? -1 : limit, last_seen) << sq << " " << sk << " " << query;
+        EXPECT_EQ(last_visible_key(query, sq, sk, false), sk - 1);
+      }
+    }
+  }
+}
+
+// A block needs its scores masked iff one of its key slots (past sk included) is hidden from
+// the tile's first row; later rows see at least as much, so the first row decides for the tile.
+TEST(MaskRule, BlocksNeedMaskingWhereAKeyIsHiddenFromTheFirstRow) {
+  const int block_n = 16;
+  for (bool causal : {false, true}) {
+    for (int sq : {8, 40, 77}) {
+      for (int sk : {16, 50, 129}) {
+        for (int first_query = 0; first_query < sq; ++first_query) {
+          EXPECT_GE(last_visible_key(std::min(first_query + 1, sq - 1), sq, sk, causal),
+                    last_visible_key(first_query, sq, sk, causal));
+          for (int n0 = 0; n0 < sk; n0 += block_n) {
+            bool hidden = false;
+            for (int key = n0; key < n0 + block_n; ++key)
+              hidden = hidden || key > last_visible_key(first_query, sq, sk, causal);
+            EXPECT_EQ(block_needs_mask(n0, block_n, first_query, sq, sk, causal), hidden)
+                << causal << " " << sq << " " << sk << " " << first_query << " " << n0;
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,147 @@
+// The Hopper kernel's tiling rules: tile heights, persistence, carry, round rotation and the
+// start stagger. The plan (core/plan.cpp) applies them once per call; the kernels receive the
+// outcome. docs/design.md has the measurements behind each rule.
+#pragma once
+
+#include "core/host_device.h"
+#include "core/tiles.h"
+
+namespace flashsplit {
+
+// Keys per block of the Hopper kernel (64 on wide tiles, kHopperWideBlockN).
+constexpr int kHopperBlockN = 128;
+
+// Whether the Hopper kernel runs persistent (one block per SM walking the tiles, the next
+// tile's loads overlapping the current tile's epilogue) or one block per tile. Persistent pays
+// where tiles are short; on long causal tiles a static assignment drifts out of step and the
+// K/V of many heads crowd L2, so long tiles use the hardware's block scheduling.
+constexpr int kHopperPersistentMaxKeyBlocks = 32;
+constexpr bool hopper_persistent(long long sk) {
+  return (sk + kHopperBlockN - 1) / kHopperBlockN <= kHopperPersistentMaxKeyBlocks;
+}
+
+// Whether persistent 128-row ping-pong tiles issue a tile's first S = Q K^T together with the
+// previous tile's last P V. At d=128 without the mask the next tile's Q and K must land before
+// the last P V can start, which costs more than the overlap gains; with the mask (tiles walk
+// their blocks first to last) and at d=64 it pays.
+constexpr bool hopper_carry_across_tiles(int head_dim, bool causal) {
+  return head_dim != 128 || causal;
+}
+
+// Rows per block of the Hopper kernel: 128 (two consumer warpgroups in ping-pong), 192 (three
+// side by side: faster per row, coarser steps over the SMs) and, for unsplit d=64 calls, 256
+// (four consumers over 64-key blocks: at 128 keys a consumer would need more registers than a
+// block of five warpgroups holds), with the causal mask only below kHopperTallMinSq rows.
+constexpr int kHopperBaseRows = 128;
+constexpr int kHopperTallRows = 192;
+constexpr int kHopperWideRows = 256;
+constexpr int kHopperWideBlockN = 64;
+// Cost of a tall-tile row in % of a base-tile row, fitted to forced tiles: d=64 without the
+// mask; d=64 with it on persistent tiles (at most kHopperPersistentMaxKeyBlocks key blocks; the
+// consumers rotate their row slices there) and on longer ones; d=128.
+constexpr int kHopperTallPct = 87;
+constexpr int kHopperTallPctCausal = 95;
+constexpr int kHopperTallPctCausalLong = 88;
+constexpr int kHopperTallPctD128 = 93;
+// Cost of a wide-tile row (d=64) in % of a base-tile row: more than a tall row, so wide tiles
+// win only where they pad less or fill fewer waves.
+constexpr int kHopperWidePct = 95;
+// From this many query rows tall tiles may run with the mask too (below it base tiles are
+// faster with the mask), and split calls at d=64 run them.
+constexpr int kHopperTallMinSq = 1536;
+
+// A row's cost on tiles of block_m rows over sk keys, in % of a base-tile row (the heuristic's
+// time model is per 128 rows, so tall tiles' modelled times are weighted by this).
+constexpr int hopper_row_cost_pct(int head_dim, int block_m, bool causal, long long sk) {
+  if (block_m == kHopperWideRows) return kHopperWidePct;
+  if (block_m != kHopperTallRows) return 100;
+  if (head_dim != 64) return kHopperTallPctD128;
+  if (!causal) return kHopperTallPct;
+  return hopper_persistent(sk) ? kHopperTallPctCausal : kHopperTallPctCausalLong;
+}
+
+// The tile height of split calls (G >= 2), which the split heuristic models to choose G: d=64
+// from kHopperTallMinSq rows, tall tiles unless their last tile's padding costs more than their
+// faster rows save; else base tiles.
+constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal, long long sk) {
+  if (head_dim != 64 || sq < kHopperTallMinSq) return kHopperBaseRows;
+  const long long pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);
+  const long long padded_tall = (sq + kHopperTallRows - 1) / kHopperTallRows * kHopperTallRows;
+  const long long padded_base = (sq + kHopperBaseRows - 1) / kHopperBaseRows * kHopperBaseRows;
+  return padded_tall * pct < padded_base * 100 ? kHopperTallRows : kHopperBaseRows;
+}
+
+// The tile height a call runs with num_splits = G. Split calls: hopper_split_block_m. Unsplit
+// calls on a grid of heads = b * h query heads: the height whose waves over sm_count SMs,
+// weighted by a row's cost, weigh less (tall waves * 192 * pct < base waves * 128 * 100) where
+// tall tiles exist. A row-count rule alone cannot do this: tall tiles win per row on a full
+// grid and lose on a grid of one or two waves. heads or sm_count 0: the grid is unknown, so
+// hopper_split_block_m. Wide tiles (d=64; with the mask below kHopperTallMinSq rows) win where
+// their weighted waves are fewer still.
+constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long sk,
+                             long long heads = 0, int sm_count = 0, int num_splits = 2) {
+  const bool tall_exists =
+      (head_dim == 64 || head_dim == 128) && (!causal || sq >= kHopperTallMinSq);
+  const bool wide_exists = head_dim == 64 && (!causal || sq < kHopperTallMinSq);
+  if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !(tall_exists || wide_exists))
+    return hopper_split_block_m(head_dim, sq, causal, sk);
+  const long long pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);
+  const long long base_tiles = heads * ((sq + kHopperBaseRows - 1) / kHopperBaseRows);
+  const long long tall_tiles = heads * ((sq + kHopperTallRows - 1) / kHopperTallRows);
+  const long long base_waves = (base_tiles + sm_count - 1) / sm_count;
+  const long long tall_waves = (tall_tiles + sm_count - 1) / sm_count;
+  const long long base_cost = base_waves * kHopperBaseRows * 100;
+  const long long tall_cost = tall_waves * kHopperTallRows * pct;
+  const bool tall_wins = tall_exists && tall_cost < base_cost;
+  const int narrower = tall_wins ? kHopperTallRows : kHopperBaseRows;
+  if (!wide_exists) return narrower;
+  const long long wide_tiles = heads * ((sq + kHopperWideRows - 1) / kHopperWideRows);
+  const long long wide_waves = (wide_tiles + sm_count - 1) / sm_count;
+  const long long wide_cost = wide_waves * kHopperWideRows * kHopperWidePct;
+  return wide_cost < (tall_wins ? tall_cost : base_cost) ? kHopperWideRows : narrower;
+}
+
+// Whether a persistent unsplit launch without the causal mask rotates each round's tiles among
+// its blocks (block j takes the round's tile (j + round) mod its tiles) instead of walking them
+// in snake order: on 192-row tiles whose heads end in a shorter query tile (sq not a multiple
+// of 192). The snake walk gives a block the same place in a head's query tiles in every round
+// whenever the grid is a multiple of a head's tiles (132 blocks = 12 heads of 11 tiles at 2048
+// rows), so the short tiles all fall to the same few blocks and the others set the call's
+// length; rotated, every block gets its share. Equal tiles keep the snake, and so do split
+// calls, on which the split heuristic's times were fitted.
+constexpr bool hopper_rotate_rounds(bool causal, int num_splits, long long sq, int block_m) {
+  return !causal && num_splits == 1 && block_m == kHopperTallRows && sq % block_m != 0;
+}
+
+// A persistent launch whose last round is part-full: the blocks that run no tile in that round
+// (one tile fewer than the others) start kHopperStaggerNs later. Otherwise every block reaches
+// its tile boundaries, and so the loads of its next tile's Q, K and V, at the same moment in
+// every round; offset, the two halves of the grid take turns. It costs nothing at the end, as
+// the delayed blocks finish a tile earlier. (The grouped causal walk, whose persistent
+// launches draw tiles from a counter, does not stagger: there no block knows its tile count.)
+constexpr unsigned kHopperStaggerNs = 2000;
+FS_HOST_DEVICE constexpr bool hopper_staggered_block(long long tiles, long long grid,
+                                                     long long block) {
+  return tiles > grid && tiles % grid != 0 && block >= tiles % grid;
+}
+
+// Tiles of the Hopper (wgmma) kernel: block_m query rows of one head in consumer warpgroups of
+// 64 rows plus a TMA producer warpgroup, 128-key blocks (64 on wide tiles), one block per SM.
+// Without heads, sm_count and num_splits: the split calls' tiles, which the heuristic models.
+constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bool causal = false,
+                                        long long sk = 1 << 20, long long heads = 0,
+                                        int sm_count = 0, int num_splits = 2) {
+  if (head_dim != 64 && head_dim != 128) return TileConfig{0, 0, 0, 0};
+  const int block_m = hopper_block_m(head_dim, sq, causal, sk, heads, sm_count, num_splits);
+  const int block_n = block_m == kHopperWideRows ? kHopperWideBlockN : kHopperBlockN;
+  return TileConfig{block_m, block_n, 4 + block_m / 16, 1, 1, false};
+}
+
+// The Hopper kernel does not pack heads, so it wastes rows where the portable kernel would fill
+// its tile with a GQA group: it serves a call only when each head brings at least half a tile
+// of query rows (or there is no group to pack) and the call is not a narrow-tile decode.
+constexpr bool use_hopper_tiles(long long sq, long long h, long long hk) {
+  return !use_narrow_tiles(sq, h, hk) && (h == hk || sq >= 64);
+}
+
+}  // namespace flashsplit

@@ -1,0 +1,47 @@
+// Which keys a query row sees (the mask rule, once for every kernel family) and which key
+// blocks split g of a query tile walks. Header-only and usable from device code.
+#pragma once
+
+#include "core/host_device.h"
+
+namespace flashsplit {
+
+// The last key query row `query` sees. Causal masking is bottom-right aligned: query i sees key
+// j iff j <= i + sk - sq (a row with a negative limit sees no key). Without the mask: every key.
+FS_HOST_DEVICE inline int last_visible_key(int query, int sq, int sk, bool causal) {
+  const int causal_limit = query + sk - sq;
+  return causal && causal_limit < sk - 1 ? causal_limit : sk - 1;
+}
+
+// Whether key block [n0, n0 + block_n) holds a key that some row from first_query on may not
+// see (keys past sk, or past a causal limit), so its scores need masking.
+FS_HOST_DEVICE inline bool block_needs_mask(int n0, int block_n, int first_query, int sq, int sk,
+                                            bool causal) {
+  return n0 + block_n > sk || (causal && n0 + block_n - 1 > first_query + sk - sq);
+}
+
+struct KeyBlockRange {
+  int begin;  // first key block (inclusive)
+  int end;    // one past the last; begin == end means this split has no work
+};
+
+// Number of key blocks a query tile [m_begin, m_end) can see. Returns 0 when no row of the tile
+// sees a key.
+FS_HOST_DEVICE inline int visible_key_blocks(int m_end, int sq, int sk, int block_n, bool causal) {
+  int n_blocks = (sk + block_n - 1) / block_n;
+  if (!causal) return n_blocks;
+  long long last_key = static_cast<long long>(m_end) - 1 + sk - sq;  // last key row m_end-1 sees
+  if (last_key < 0) return 0;
+  int visible = static_cast<int>(last_key / block_n) + 1;
+  return visible < n_blocks ? visible : n_blocks;
+}
+
+// Splits the n_visible key blocks of one tile into num_splits contiguous ranges whose sizes
+// differ by at most one; split g gets [g*n/G, (g+1)*n/G). Empty only when n_visible < G.
+FS_HOST_DEVICE inline KeyBlockRange split_key_blocks(int n_visible, int num_splits, int g) {
+  long long n = n_visible;
+  return KeyBlockRange{static_cast<int>(n * g / num_splits),
+                       static_cast<int>(n * (g + 1) / num_splits)};
+}
+
+}  // namespace flashsplit

@@ -1,0 +1,147 @@
+#include "core/plan.h"
+
+#include <algorithm>
+
+#include "core/combine_math.h"
+#include "core/hopper_tiles.h"
+#include "core/portable_tiles.h"
+#include "core/split_heuristic.h"
+#include "core/tile_order.h"
+
+namespace flashsplit {
+
+TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
+  const int d = static_cast<int>(p.d);
+  switch (family) {
+    case KernelFamily::kHopperWgmma: return hopper_tile_config(d, p.sq, p.causal, p.sk);
+    case KernelFamily::kPortableMma:
+      return portable_tile_config(d, use_narrow_tiles(p.sq, p.h, p.hk));
+    case KernelFamily::kNone: break;
+  }
+  return TileConfig{0, 0, 0, 0};
+}
+
+TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count,
+                         int num_splits) {
+  if (family != KernelFamily::kHopperWgmma) return tiles_for(family, p);
+  return hopper_tile_config(static_cast<int>(p.d), p.sq, p.causal, p.sk, p.b * p.h, sm_count,
+                            num_splits);
+}
+
+int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceInfo& device,
+                       int requested) {
+  const TileConfig modelled = tiles_for(family, p);
+  const int g = resolve_num_splits(requested, p, device, modelled);
+  if (requested != 0 || g <= 1 || family != KernelFamily::kHopperWgmma) return g;
+  const TileConfig unsplit = tiles_for_run(family, p, device.sm_count, 1);
+  if (unsplit.block_m == modelled.block_m) return g;
+  const int d = static_cast<int>(p.d);
+  const double split_us = modelled_split_us(p, device, modelled, g) *
+                          hopper_row_cost_pct(d, modelled.block_m, p.causal, p.sk);
+  const double unsplit_us = modelled_split_us(p, device, unsplit, 1) *
+                            hopper_row_cost_pct(d, unsplit.block_m, p.causal, p.sk);
+  return unsplit_us >= 0 && unsplit_us <= split_us ? 1 : g;
+}
+
+TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,
+                             int sm_count, int num_splits) {
+  if (family != KernelFamily::kHopperWgmma || tiles.block_m <= 0 ||
+      !tail_split_applies(p.causal, num_splits != 1, tiles.block_n)) {
+    return TailSplit{};
+  }
+  const long long tiles_total = forward_blocks(p.b, p.sq, p.h, p.hk, tiles);
+  const long long key_blocks = (p.sk + tiles.block_n - 1) / tiles.block_n;
+  if (key_blocks >= (1LL << 30)) return TailSplit{};
+  return plan_tail_split(tiles_total, static_cast<int>(key_blocks), sm_count);
+}
+
+bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& p,
+                                const TileConfig& tiles) {
+  return family == KernelFamily::kHopperWgmma && tiles.block_m == kHopperBaseRows &&
+         hopper_persistent(p.sk) && hopper_carry_across_tiles(static_cast<int>(p.d), p.causal);
+}
+
+bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,
+                            int num_splits) {
+  return family == KernelFamily::kHopperWgmma && hopper_persistent(p.sk) &&
+         hopper_rotate_rounds(p.causal, num_splits, p.sq, tiles.block_m);
+}
+
+bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& p,
+                              const TileConfig& tiles) {
+  return family == KernelFamily::kHopperWgmma && p.causal &&
+         (tiles.block_m == kHopperTallRows || tiles.block_m == kHopperWideRows) &&
+         hopper_persistent(p.sk);
+}
+
+namespace {
+
+// Causal tiles of consumers side by side (192 and 256 rows) run in the grouped order of
+// tile_order.h; everything else in the head-major order (one unit per group).
+int causal_group_for(const AttnProblem& p, const TileConfig& tiles, int num_splits) {
+  const bool side_by_side =
+      tiles.block_m == kHopperTallRows || tiles.block_m == kHopperWideRows;
+  if (!p.causal || !side_by_side) return 1;
+  const long long units = static_cast<long long>(num_splits) * p.b * p.h;
+  const long long kv_bytes = causal_unit_kv_bytes(p.sk, static_cast<int>(p.d), 2, num_splits,
+                                                  static_cast<int>(p.h / p.hk));
+  return causal_tile_group(units, kv_bytes);
+}
+
+void plan_hopper_walk(const AttnProblem& p, const DeviceInfo& device, const PlanOptions& options,
+                      LaunchPlan& plan) {
+  plan.persistent = device.sm_count > 0 && hopper_persistent(p.sk);
+  if (options.allow_tail_split) {
+    plan.tail = tail_split_for_run(plan.gate.family, p, plan.tiles, device.sm_count,
+                                   plan.num_splits);
+  }
+  plan.carry = carry_across_tiles_for_run(plan.gate.family, p, plan.tiles);
+  plan.rotate_rounds = rotates_rounds_for_run(plan.gate.family, p, plan.tiles, plan.num_splits);
+  plan.tile_counter = draws_tiles_from_counter(plan.gate.family, p, plan.tiles);
+  plan.tile_group = causal_group_for(p, plan.tiles, plan.num_splits);
+  const long long tiles = plan.tiles_per_split * plan.num_splits;
+  const long long main_tiles = plan.tail.active() ? plan.tail.main_tiles : tiles;
+  plan.forward_grid.x = plan.persistent ? std::min<long long>(main_tiles, device.sm_count)
+                                        : main_tiles;
+  if (plan.tail.active()) plan.tail_grid.x = plan.tail.chunks;
+}
+
+void plan_combine(const AttnProblem& p, LaunchPlan& plan) {
+  if (plan.num_splits < 2) return;
+  const int d = static_cast<int>(p.d);
+  plan.combine_lanes = combine_lanes(plan.num_splits, d);
+  const long long rows_per_block = kCombineThreads / (d / 4 * plan.combine_lanes);
+  plan.combine_grid.x = ceil_div(p.b * p.h * p.sq, rows_per_block);
+}
+
+}  // namespace
+
+LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
+                            const BuildInfo& build, const PlanOptions& options,
+                            long long requested) {
+  LaunchPlan plan;
+  plan.gate = check_native(p, device, build, options.allow_untested_arch, options.allow_hopper);
+  if (!plan.gate.ok) return plan;
+  const KernelFamily family = plan.gate.family;
+  // Any request beyond the key-block count is clamped anyway; cap before narrowing to int.
+  const int wanted = static_cast<int>(std::min<long long>(std::max(requested, 0LL), 1 << 20));
+  plan.num_splits = resolve_splits_for(family, p, device, wanted);
+  plan.tiles = tiles_for_run(family, p, device.sm_count, plan.num_splits);
+  plan.split_block_n = tiles_for(family, p).block_n;
+  plan.tiles_per_split = forward_blocks(p.b, p.sq, p.h, p.hk, plan.tiles);
+  if (family == KernelFamily::kHopperWgmma) {
+    plan_hopper_walk(p, device, options, plan);
+  } else {
+    plan.forward_grid = LaunchGrid{row_tiles(p.sq, p.h, p.hk, plan.tiles.block_m),
+                                   plan.num_splits, p.b * p.hk};
+  }
+  plan_combine(p, plan);
+  plan.dependent_launch = device.vendor == Vendor::kNvidia && device.cc >= 90;
+  return plan;
+}
+
+std::size_t tail_workspace_bytes_for(const LaunchPlan& plan, int head_dim) {
+  return tail_workspace_bytes(plan.tail, plan.tiles.block_m, head_dim);
+}
+
+}  // namespace flashsplit

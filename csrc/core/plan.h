@@ -1,0 +1,108 @@
+// The plan: every decision about how a call runs, made once, here, from the problem and the
+// device. The torch layer asks for it, sizes the scratch from it and hands it to the launchers,
+// which only dispatch on it; explain() returns it. Plain C++17: no torch, no GPU headers.
+#pragma once
+
+#include "core/gate.h"
+#include "core/problem.h"
+#include "core/tail_split.h"
+#include "core/tiles.h"
+
+namespace flashsplit {
+
+// What the environment or the caller allows; the torch layer fills it.
+struct PlanOptions {
+  bool allow_untested_arch = false;  // FLASHSPLIT_ALLOW_UNTESTED_ARCH=1 or a passed verify run
+  bool allow_hopper = true;          // FLASHSPLIT_DISABLE_HOPPER=1 clears it
+  bool allow_tail_split = true;      // FLASHSPLIT_DISABLE_TAIL_SPLIT=1 clears it
+};
+
+// A kernel launch's grid, in blocks.
+struct LaunchGrid {
+  long long x = 0, y = 1, z = 1;
+  long long blocks() const { return x * y * z; }
+};
+
+struct LaunchPlan {
+  GateDecision gate;   // admitted or not, the kernel family, and why not
+  int num_splits = 1;  // G that runs (1 on the reference path)
+  TileConfig tiles{0, 0, 0, 0};  // the tiles this call runs
+  // Keys per block of the tiles calls with G >= 2 run (the tiles the heuristic models), which
+  // clamp a requested G; an unsplit call's own tiles may take fewer (wide Hopper tiles).
+  int split_block_n = 0;
+  long long tiles_per_split = 0;  // forward_blocks: the tiles of one split
+  // The Hopper kernel's walk over its tiles.
+  bool persistent = false;     // one block per SM walks the tiles (hopper_persistent)
+  bool carry = false;          // S carried across tiles (hopper_carry_across_tiles)
+  bool rotate_rounds = false;  // rounds' tiles rotated among blocks (hopper_rotate_rounds)
+  bool tile_counter = false;   // tiles drawn from a counter the caller provides (tile_order.h)
+  int tile_group = 1;          // units (split, batch, head) per group of the causal tile order
+  TailSplit tail;              // the last round spread over every SM (tail_split.h), if active
+  // Launches: the forward kernel (its main tiles where a tail split follows), the tail split's
+  // pieces, and the combine (G >= 2) with its lanes per row (combine_math.h).
+  LaunchGrid forward_grid, tail_grid, combine_grid;
+  int combine_lanes = 0;
+  // Launches after the first start while the kernel before them finishes (programmatic
+  // dependent launch, sm_90 and later), so their launch latency hides behind its tail.
+  bool dependent_launch = false;
+};
+
+// What the launchers ran (kernels/attn_launch.h fills it where asked), from the kernels' own
+// compile-time tile shapes and the arguments of each launch, so that a test can compare it with
+// the plan that asked for it.
+struct LaunchRecord {
+  KernelFamily family = KernelFamily::kNone;
+  int block_m = 0, block_n = 0, num_splits = 0;
+  bool carry = false, rotate_rounds = false, tile_counter = false;
+  int tile_group = 0, tail_tiles = 0, tail_parts = 0;
+  LaunchGrid forward_grid, tail_grid, combine_grid;
+  int combine_lanes = 0;
+};
+
+// The plan of a call. Never throws for a problem the torch layer could describe; requested is
+// num_splits as given (>= 0: 0 = the heuristic, 1 = off, G >= 2 = forced, clamped).
+LaunchPlan make_launch_plan(const AttnProblem& problem, const DeviceInfo& device,
+                            const BuildInfo& build, const PlanOptions& options, long long requested);
+
+// Bytes of scratch the plan needs beyond out and lse: the split partials are sized by the torch
+// layer from num_splits; these are the tail split's workspace and the tile counter.
+std::size_t tail_workspace_bytes_for(const LaunchPlan& plan, int head_dim);
+
+// ---- The rules make_launch_plan applies, each exposed for its tests.
+
+// The tiles the split heuristic models for this problem (zeros for kNone): those of split calls.
+TileConfig tiles_for(KernelFamily family, const AttnProblem& problem);
+
+// The tiles a call of num_splits splits runs on a device of sm_count SMs: the same, except
+// that an unsplit Hopper call weighs its grid's waves for the tile height (hopper_block_m).
+TileConfig tiles_for_run(KernelFamily family, const AttnProblem& problem, int sm_count,
+                         int num_splits);
+
+// The G a call runs for a requested num_splits (0: the heuristic, on the tiles of tiles_for).
+// Where the heuristic splits but an unsplit call would run other tiles (tiles_for_run at
+// G = 1), G = 1 wins if its modelled time on those tiles, weighted by their row cost
+// (hopper_row_cost_pct), is no more than the split's on its own tiles.
+int resolve_splits_for(KernelFamily family, const AttnProblem& problem, const DeviceInfo& device,
+                       int requested);
+
+// The tail split of a call of num_splits splits on `tiles`: only for an unsplit Hopper call
+// without a causal mask, where plan_tail_split says it pays.
+TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& problem,
+                             const TileConfig& tiles, int sm_count, int num_splits);
+
+// Whether a call on `tiles` carries S across tiles: only persistent Hopper launches of 128-row
+// ping-pong tiles carry at all.
+bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& problem,
+                                const TileConfig& tiles);
+
+// Whether a call of num_splits splits on `tiles` rotates each round's tiles among its blocks:
+// only persistent Hopper launches walk rounds at all.
+bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& problem,
+                            const TileConfig& tiles, int num_splits);
+
+// Whether a call on `tiles` hands its tiles out through a counter (tile_order.h): persistent
+// causal Hopper launches of tiles whose consumers run side by side (192 and 256 rows).
+bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& problem,
+                              const TileConfig& tiles);
+
+}  // namespace flashsplit

@@ -1,0 +1,23 @@
+// Tile shapes of the portable forward kernel per arch policy. The kernel instantiations and the
+// plan both read them from here, so the heuristic always models the kernel that runs.
+#pragma once
+
+#include "core/tiles.h"
+
+namespace flashsplit {
+
+// The sm80 policy (mma.sync m16n8k16, warp32). blocks_per_sm follows from registers (wide
+// tiles: ~250 registers x 128 threads at d=64, ~215 x 256 at d=128) or shared memory (narrow
+// tiles: (16 + 4 * block_n) rows * d * 2 bytes with the two-stage K/V ring, 34 KB at d=64 and
+// 36 KB at d=128, whose block_n is 32 to keep that variant free of spills). {0,0,0,0} for a
+// head dim without a kernel.
+constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
+  return narrow ? (head_dim == 64    ? TileConfig{16, 64, 1, 6}
+                   : head_dim == 128 ? TileConfig{16, 32, 1, 6}
+                                     : TileConfig{0, 0, 0, 0})
+                : (head_dim == 64    ? TileConfig{128, 64, 4, 2, 2}
+                   : head_dim == 128 ? TileConfig{128, 64, 8, 1}
+                                     : TileConfig{0, 0, 0, 0});
+}
+
+}  // namespace flashsplit
