@@ -168,10 +168,10 @@ def run_case(torch, flashsplit, naive_attention, case, check):
     torch.cuda.synchronize()
     detail = f"{decision['kernel']} G={decision['num_splits']} tail={decision['tail_tiles']}"
     if case.block_m and decision["kernel"] == "hopper_wgmma" and \
-            decision["block_m"] != case.block_m:
+            decision["details"]["block_m"] != case.block_m:
         return False, f"{detail}: ran {decision['block_m']}-row tiles, the case is for {case.block_m}"
     if "tail-split" in case.name and decision["kernel"] == "hopper_wgmma" and \
-            decision["tail_tiles"] == 0:
+            decision["details"]["tail_tiles"] == 0:
         return False, f"{detail}: ran whole tiles, the case is for the tail split"
     n_empty = max(0, case.sq - case.sk) if case.causal else 0
     seen = out[:, n_empty:]

@@ -109,7 +109,8 @@ class _FakeNative:
     def gate(self, q, k, v, causal, dropout_p, window_left, window_right, softcap, has_alibi,
              num_splits):
         return {"path": "native", "num_splits": max(num_splits, 1), "kernel": "portable_mma",
-                "reason": "", "block_m": 128, "block_n": 128, "split_block_n": 128}
+                "reason": "",
+                "details": {"block_m": 128, "block_n": 128, "split_block_n": 128}}
 
     def forward(self, q, k, v, softmax_scale, causal, num_splits):
         self.forward_args = (softmax_scale, causal, num_splits)

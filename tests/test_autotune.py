@@ -212,7 +212,7 @@ def test_unwritable_cache_dir_warns_and_keeps_the_choice_in_memory(tmp_path, mon
 # ---------------------------------------------------------------- choose_num_splits (entry)
 
 NATIVE_DECISION = {"path": "native", "num_splits": 8, "kernel": "hopper_wgmma", "reason": "",
-                   "block_m": 128, "block_n": 128, "split_block_n": 128}
+                   "details": {"block_m": 128, "block_n": 128, "split_block_n": 128}}
 
 
 def _never(fn):
@@ -280,7 +280,8 @@ def test_candidates_follow_the_split_tiles_key_blocks(monkeypatch):
         fn()
         return 1.0 / ran[-1]
 
-    wide = dict(NATIVE_DECISION, num_splits=1, block_m=256, block_n=64, split_block_n=128)
+    wide = dict(NATIVE_DECISION, num_splits=1,
+                details={"block_m": 256, "block_n": 64, "split_block_n": 128})
     q = torch.empty(1, 512, 4, 64, dtype=torch.bfloat16)
     k = torch.empty(1, 4000, 4, 64, dtype=torch.bfloat16)  # 32 key blocks of 128, 63 of 64
     g = autotune.choose_num_splits(q, k, k, 0.125, False, wide, timer)

@@ -14,11 +14,12 @@ def _qkv(dtype=torch.bfloat16):
 
 def test_cpu_tensors_take_the_reference_path_and_say_why():
     decision = explain(*_qkv())
-    assert set(decision) >= {"path", "num_splits", "kernel", "reason"}
+    assert set(decision) == {"path", "num_splits", "kernel", "reason", "details"}
     assert decision["path"] == "reference"
     assert decision["kernel"] == "reference"
     assert decision["num_splits"] == 1
     assert "cpu" in decision["reason"].lower()
+    assert decision["details"] == {}, "kernel internals exist only on the native path"
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])

@@ -41,7 +41,7 @@ def test_autotuned_split_matches_reference_and_is_cached(request, tmp_path, monk
         assert bucket in saved["buckets"], f"{bucket} missing from {sorted(saved['buckets'])}"
         entry = saved["buckets"][bucket]
         candidates = autotune.candidate_splits(decision["num_splits"], sk,
-                                               decision["split_block_n"])
+                                               decision["details"]["split_block_n"])
         assert entry["num_splits"] in candidates, (entry, candidates)
         assert sorted(int(g) for g in entry["times_ms"]) == candidates, entry
         assert all(t > 0 for t in entry["times_ms"].values()), entry

@@ -191,7 +191,7 @@ def test_explain_says_native_for_a_plain_bf16_call():
     k = torch.randn(1, 32, 2, 64, device="cuda", dtype=torch.bfloat16)
     decision = assert_native(q, k, k)
     assert decision["reason"] == "", decision
-    assert decision["block_m"] > 0 and decision["block_n"] > 0, decision
+    assert decision["details"]["block_m"] > 0 and decision["details"]["block_n"] > 0, decision
 
 
 HOPPER_FORCED_OFF = os.environ.get("FLASHSPLIT_DISABLE_HOPPER") == "1"
@@ -209,7 +209,7 @@ def test_long_sequences_run_the_hopper_kernels_unless_disabled(request):
     else:
         assert BUILD_INFO.get("hopper_kernels_built"), f"no sm_90a kernels in {BUILD_INFO}"
         assert decision["kernel"] == "hopper_wgmma", decision
-        assert decision["block_n"] == 128, decision
+        assert decision["details"]["block_n"] == 128, decision
 
 
 @requires_native
@@ -217,4 +217,4 @@ def test_decode_runs_the_portable_narrow_tile(request):
     q, k, v = rand_qkv(generator_for(request), 2, 1, 4096, 32, 8, 128, torch.bfloat16)
     decision = assert_native(q, k, v)
     assert decision["kernel"] == "portable_mma", decision
-    assert decision["block_m"] == 16, decision
+    assert decision["details"]["block_m"] == 16, decision

@@ -37,7 +37,7 @@ def batch_for(sq, sk):
 def check_split_count(decision, requested, sk, causal, what):
     """The G explain reports is what must run: 1 for G = 1, the request clamped to the number
     of key blocks for G >= 2, and anything in [1, key blocks] for the heuristic."""
-    n_blocks = key_blocks(sk, decision["split_block_n"])
+    n_blocks = key_blocks(sk, decision["details"]["split_block_n"])
     g = decision["num_splits"]
     assert 1 <= g <= max(1, n_blocks), f"{what}: G={g} outside [1, {n_blocks} key blocks]"
     if requested == 1:
@@ -144,7 +144,7 @@ def test_unsplit_calls_pick_tiles_by_waves(request, dtype, grid):
         decision = assert_native(q, k, v, causal, num_splits)
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         if decision["kernel"] == "hopper_wgmma" and sms == 132:
-            assert decision["block_m"] == block_m, f"{what}: {decision}"
+            assert decision["details"]["block_m"] == block_m, f"{what}: {decision}"
         out, lse = fs_forward(q, k, v, causal, num_splits)
         assert_matches_reference(out, lse, q, k, refs, causal, what)
 
@@ -156,7 +156,7 @@ def check_hopper_call(q, k, v, causal, num_splits, what, block_m, **flags):
     decision = assert_native(q, k, v, causal, num_splits)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     if decision["kernel"] == "hopper_wgmma" and sms == 132:
-        assert decision["block_m"] == block_m, f"{what}: {decision}"
+        assert decision["details"]["block_m"] == block_m, f"{what}: {decision}"
         for key, value in flags.items():
             assert decision[key] is value, f"{what}: {key}: {decision}"
     out, lse = fs_forward(q, k, v, causal, num_splits)
@@ -249,7 +249,7 @@ def assert_wide_tiles_on_h100(decision, what):
     tiles over 64-key blocks."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     if decision["kernel"] == "hopper_wgmma" and sms == 132:
-        assert (decision["block_m"], decision["block_n"]) == (256, 64), f"{what}: {decision}"
+        assert (decision["details"]["block_m"], decision["details"]["block_n"]) == (256, 64), f"{what}: {decision}"
 
 
 @requires_native
@@ -319,7 +319,7 @@ def test_combine_lanes_over_odd_row_counts(request, dtype, d):
         for num_splits in (9, 20, 40, 128):
             what = f"b={b} sq={sq} h={h}/{hk} sk={sk} d={d} num_splits={num_splits}"
             decision = assert_native(q, k, v, False, num_splits)
-            expected = min(num_splits, key_blocks(sk, decision["split_block_n"]))
+            expected = min(num_splits, key_blocks(sk, decision["details"]["split_block_n"]))
             assert decision["num_splits"] == expected, f"{what}: {decision}"
             out, lse = fs_forward(q, k, v, False, num_splits)
             assert_matches_reference(out, lse, q, k, refs, False, what)

@@ -197,7 +197,7 @@ def test_nan_in_one_query_row_stays_in_that_row(request, dtype, causal, num_spli
 def test_num_splits_beyond_key_blocks_is_clamped(request, d):
     b, sq, sk, h, hk = 2, 40, 300, 4, 4
     q, k, v = rand_qkv(generator_for(request), b, sq, sk, h, hk, d, torch.bfloat16)
-    block_n = assert_native(q, k, v)["split_block_n"]
+    block_n = assert_native(q, k, v)["details"]["split_block_n"]
     n_blocks = key_blocks(sk, block_n)
     exact_out, exact_lse = fs_forward(q, k, v, False, n_blocks)
     refs = references(q, k, v)

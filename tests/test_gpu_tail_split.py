@@ -56,7 +56,7 @@ CASES = ["one-left-d128", "few-left-d64", "half-left-long-d128", "gqa-d64", "tal
 def assert_tail_on(q, k, v, what):
     decision = assert_native(q, k, v, False, 1)
     assert decision["kernel"] == "hopper_wgmma", f"{what}: {decision}"
-    assert decision["tail_tiles"] > 0 and decision["tail_parts"] >= 2, \
+    assert decision["details"]["tail_tiles"] > 0 and decision["details"]["tail_parts"] >= 2, \
         f"{what}: the tail split should be on: {decision}"
     return decision
 
@@ -70,7 +70,7 @@ def test_tail_split_matches_reference_over_poisoned_memory(request, dtype, case,
     what = f"{case} b={b} h={h} hk={hk} sq={sq} sk={sk} d={d} scale={scale}"
     decision = assert_tail_on(q, k, v, what)
     if case == "one-left-d128":
-        assert decision["tail_tiles"] == 1 and decision["tail_parts"] == 16, decision
+        assert decision["details"]["tail_tiles"] == 1 and decision["details"]["tail_parts"] == 16, decision
     refs = references(q, k, v, softmax_scale=scale)
     # Only the workspace's arrival counters are cleared before a launch: leave 0xFF-filled free
     # blocks for it (and for out and lse) to land on.
@@ -104,13 +104,13 @@ def test_tail_split_off_by_env_and_for_causal_calls(request, monkeypatch, case):
     assert_matches_reference(out_on, lse_on, q, k, refs, False, f"{case} tail on")
     monkeypatch.setenv("FLASHSPLIT_DISABLE_TAIL_SPLIT", "1")
     decision = assert_native(q, k, v, False, 1)
-    assert decision["tail_tiles"] == 0, decision
+    assert decision["details"]["tail_tiles"] == 0, decision
     out_off, lse_off = fs_forward(q, k, v, False, 1)
     assert_matches_reference(out_off, lse_off, q, k, refs, False, f"{case} tail off")
     monkeypatch.delenv("FLASHSPLIT_DISABLE_TAIL_SPLIT")
     # Tiles of unequal work (causal) and split calls keep whole tiles.
-    assert assert_native(q, k, v, True, 1)["tail_tiles"] == 0
-    assert assert_native(q, k, v, False, 2)["tail_tiles"] == 0
+    assert assert_native(q, k, v, True, 1)["details"]["tail_tiles"] == 0
+    assert assert_native(q, k, v, False, 2)["details"]["tail_tiles"] == 0
 
 
 def test_tail_split_replays_in_a_cuda_graph(request):

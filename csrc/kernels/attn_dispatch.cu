@@ -1,4 +1,5 @@
-// run_attn_fwd: picks the instantiation for (dtype, head dim) and chains producers and combine.
+// run_attn_fwd: picks the instantiation for the plan's kernel family, dtype and head dim, and
+// chains producers and combine.
 #include <string>
 
 #include "kernels/attn_launch.h"
@@ -9,33 +10,50 @@
 namespace flashsplit {
 namespace {
 
+template <class Elem, int D>
+void launch_family(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
+                   LaunchRecord* record) {
+  switch (plan.gate.family) {
+    case KernelFamily::kHopperWgmma:
+      return sm90::launch_attn_fwd<Elem, D>(params, plan, stream, record);
+    case KernelFamily::kPortableMma:
+      return sm80::launch_attn_fwd<Elem, D>(params, plan, stream, record);
+    case KernelFamily::kNone: break;
+  }
+  throw std::runtime_error("flashsplit: the plan names no kernel family (the gate refused it)");
+}
+
 template <class Elem>
-void launch_producers(const AttnFwdParams& params, gpuStream_t stream) {
-  if (params.kernel == FwdKernel::kHopper) {
-    if (params.d == 64) return sm90::launch_attn_fwd<Elem, 64>(params, stream);
-    if (params.d == 128) return sm90::launch_attn_fwd<Elem, 128>(params, stream);
-  }
-  if (params.d == 64) {
-    sm80::launch_attn_fwd<Elem, 64>(params, stream);
-  } else if (params.d == 128) {
-    sm80::launch_attn_fwd<Elem, 128>(params, stream);
-  } else {
-    throw std::runtime_error("flashsplit: no forward kernel for head dim " + std::to_string(params.d));
-  }
+void launch_producers(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
+                      LaunchRecord* record) {
+  if (params.d == 64) return launch_family<Elem, 64>(params, plan, stream, record);
+  if (params.d == 128) return launch_family<Elem, 128>(params, plan, stream, record);
+  throw std::runtime_error("flashsplit: no forward kernel for head dim " +
+                           std::to_string(params.d));
 }
 
 }  // namespace
 
-void run_attn_fwd(const AttnFwdParams& params, gpuStream_t stream) {
-  if (params.num_splits > 1 && (params.o_accum == nullptr || params.lse_accum == nullptr)) {
+void run_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
+                  LaunchRecord* record) {
+  if (params.num_splits != plan.num_splits) {
+    throw std::runtime_error("flashsplit: params.num_splits " + std::to_string(params.num_splits) +
+                             " differs from the plan's " + std::to_string(plan.num_splits));
+  }
+  if (plan.num_splits > 1 && (params.o_accum == nullptr || params.lse_accum == nullptr)) {
     throw std::runtime_error("flashsplit: num_splits > 1 needs o_accum and lse_accum scratch");
   }
-  if (params.elem == ElemType::kBFloat16) {
-    launch_producers<gpu_bf16_t>(params, stream);
-  } else {
-    launch_producers<gpu_fp16_t>(params, stream);
+  if (record != nullptr) {
+    *record = LaunchRecord{};
+    record->family = plan.gate.family;
+    record->num_splits = params.num_splits;
   }
-  if (params.num_splits > 1) launch_combine(params, stream);
+  if (params.elem == ElemType::kBFloat16) {
+    launch_producers<gpu_bf16_t>(params, plan, stream, record);
+  } else {
+    launch_producers<gpu_fp16_t>(params, plan, stream, record);
+  }
+  if (plan.num_splits > 1) launch_combine(params, plan, stream, record);
 }
 
 }  // namespace flashsplit

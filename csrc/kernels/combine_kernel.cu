@@ -1,12 +1,9 @@
 #include "kernels/combine_kernel.h"
 
 #include "core/combine_math.h"
-#include "core/tile_config.h"
 
 namespace flashsplit {
 namespace {
-
-constexpr int kCombineThreads = 128;
 
 // Each thread owns 4 consecutive columns of a row (16-byte loads of the partials, which are the
 // dominant traffic) and folds every lanes-th split of it (core/combine_math.h); the row's lanes
@@ -77,23 +74,20 @@ __global__ void __launch_bounds__(kCombineThreads)
 }
 
 template <class Elem, int D>
-void launch_typed(const AttnFwdParams& p, gpuStream_t stream) {
-  const int lanes = combine_lanes(p.num_splits, D);
+void launch_typed(const AttnFwdParams& p, const LaunchPlan& plan, gpuStream_t stream) {
   int lanes_log2 = 0;
-  while ((1 << lanes_log2) < lanes) ++lanes_log2;
-  const int rows_per_block = kCombineThreads / (D / 4 * lanes);
-  const long long rows = static_cast<long long>(p.b) * p.h * p.sq;
-  launch_after_prior_grid(p.cc >= 90, combine_kernel<Elem, D>,
-                          dim3(ceil_div(rows, rows_per_block)), dim3(kCombineThreads), 0, stream,
-                          p, lanes_log2);
+  while ((1 << lanes_log2) < plan.combine_lanes) ++lanes_log2;
+  launch_after_prior_grid(plan.dependent_launch, combine_kernel<Elem, D>,
+                          dim3(static_cast<unsigned>(plan.combine_grid.x)), dim3(kCombineThreads),
+                          0, stream, p, lanes_log2);
 }
 
 template <class Elem>
-void launch_for_dim(const AttnFwdParams& p, gpuStream_t stream) {
+void launch_for_dim(const AttnFwdParams& p, const LaunchPlan& plan, gpuStream_t stream) {
   if (p.d == 64) {
-    launch_typed<Elem, 64>(p, stream);
+    launch_typed<Elem, 64>(p, plan, stream);
   } else if (p.d == 128) {
-    launch_typed<Elem, 128>(p, stream);
+    launch_typed<Elem, 128>(p, plan, stream);
   } else {
     throw std::runtime_error("flashsplit: combine has no kernel for head dim " + std::to_string(p.d));
   }
@@ -101,11 +95,20 @@ void launch_for_dim(const AttnFwdParams& p, gpuStream_t stream) {
 
 }  // namespace
 
-void launch_combine(const AttnFwdParams& params, gpuStream_t stream) {
+void launch_combine(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
+                    LaunchRecord* record) {
+  if (plan.combine_lanes < 1 || (plan.combine_lanes & (plan.combine_lanes - 1)) != 0) {
+    throw std::runtime_error("flashsplit: the combine needs a power-of-two lane count, got " +
+                             std::to_string(plan.combine_lanes));
+  }
   if (params.elem == ElemType::kBFloat16) {
-    launch_for_dim<gpu_bf16_t>(params, stream);
+    launch_for_dim<gpu_bf16_t>(params, plan, stream);
   } else {
-    launch_for_dim<gpu_fp16_t>(params, stream);
+    launch_for_dim<gpu_fp16_t>(params, plan, stream);
+  }
+  if (record != nullptr) {
+    record->combine_grid = plan.combine_grid;
+    record->combine_lanes = plan.combine_lanes;
   }
 }
 

@@ -2,11 +2,12 @@
 // Portable (no matrix-core code), shared by every target.
 #pragma once
 
-#include "kernels/attn_params.h"
-#include "kernels/platform.h"
+#include "kernels/attn_launch.h"
 
 namespace flashsplit {
 
-void launch_combine(const AttnFwdParams& params, gpuStream_t stream);
+// Launches the combine with the plan's lanes per row and grid; fills record's combine fields.
+void launch_combine(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
+                    LaunchRecord* record);
 
 }  // namespace flashsplit

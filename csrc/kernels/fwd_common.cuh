@@ -66,35 +66,66 @@ __device__ __forceinline__ FinishedRowScale finished_row_scale(float row_max, fl
           sum == 0.f ? -INFINITY : (row_max * scale_log2 + log2_sum) * static_cast<float>(M_LN2)};
 }
 
-// Writes one finished query row (finished_row_scale's inputs). pair(j) returns the
-// unnormalised output columns (8j + 2 * quad_col, + 1) this lane holds, j < D / 8.
+// Writes one finished query row from the Runs runs of Run (2 or 4) consecutive output columns
+// this thread holds: run j starts at column lane_col + run_col(j) (run_col a compile-time
+// constant per j, so the stores take immediate offsets), and value_of(j, e) is its e-th
+// unnormalised value. Either to the output in the input dtype and lse
+// (direct, G = 1) or to the split's fp32 partial and LSE_g; writes_lse picks the one thread of
+// the row's holders that writes the log-sum-exp.
+template <class Elem, int D, bool Split, int Run, int Runs, class RunCol, class ValueOf>
+__device__ __forceinline__ void write_row_runs(const AttnFwdParams& p, int batch, int head,
+                                               int query, int split,
+                                               const FinishedRowScale& scale, bool writes_lse,
+                                               int lane_col, RunCol run_col, ValueOf value_of) {
+  static_assert(Run == 2 || Run == 4, "runs of 2 or 4 columns: 8- or 16-byte stores");
+  const float inv = scale.inv;
+  const int64_t bh = static_cast<int64_t>(batch) * p.h + head;
+  if constexpr (Split) {
+    const int64_t partial_row = (split * static_cast<int64_t>(p.b) * p.h + bh) * p.sq + query;
+    float* dst = p.o_accum + partial_row * D + lane_col;
+#pragma unroll
+    for (int j = 0; j < Runs; ++j) {
+      if constexpr (Run == 2) {
+        *reinterpret_cast<float2*>(dst + run_col(j)) =
+            make_float2(value_of(j, 0) * inv, value_of(j, 1) * inv);
+      } else {
+        *reinterpret_cast<float4*>(dst + run_col(j)) = make_float4(
+            value_of(j, 0) * inv, value_of(j, 1) * inv, value_of(j, 2) * inv, value_of(j, 3) * inv);
+      }
+    }
+    if (writes_lse) p.lse_accum[partial_row] = scale.lse;
+  } else {
+    Elem* dst = static_cast<Elem*>(p.out) + batch * p.o_batch_stride +
+                static_cast<int64_t>(query) * p.o_row_stride + head * p.o_head_stride + lane_col;
+#pragma unroll
+    for (int j = 0; j < Runs; ++j) {
+      const uint32_t lo = pack2<Elem>(value_of(j, 0) * inv, value_of(j, 1) * inv);
+      if constexpr (Run == 2) {
+        *reinterpret_cast<uint32_t*>(dst + run_col(j)) = lo;
+      } else {
+        const uint32_t hi = pack2<Elem>(value_of(j, 2) * inv, value_of(j, 3) * inv);
+        *reinterpret_cast<uint2*>(dst + run_col(j)) = make_uint2(lo, hi);
+      }
+    }
+    if (writes_lse) p.lse[bh * p.sq + query] = scale.lse;
+  }
+}
+
+// Writes one finished query row (finished_row_scale's inputs) held in the m16n8 / wgmma
+// accumulator layout: pair(j) returns the unnormalised output columns (8j + 2 * quad_col, + 1)
+// this lane holds, j < D / 8.
 template <class Elem, int D, bool Split, class Pair>
 __device__ __forceinline__ void write_output_row(const AttnFwdParams& p, int batch, int head,
                                                  int query, int split, float row_max,
                                                  float scale_log2, float sum, int quad_col,
                                                  Pair pair) {
-  const FinishedRowScale scale = finished_row_scale(row_max, scale_log2, sum);
-  const float inv = scale.inv, lse = scale.lse;
-  const int64_t bh = static_cast<int64_t>(batch) * p.h + head;
-  if constexpr (Split) {
-    const int64_t partial_row = (split * static_cast<int64_t>(p.b) * p.h + bh) * p.sq + query;
-    float* dst = p.o_accum + partial_row * D;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      const float2 v = pair(j);
-      *reinterpret_cast<float2*>(dst + j * 8 + quad_col * 2) = make_float2(v.x * inv, v.y * inv);
-    }
-    if (quad_col == 0) p.lse_accum[partial_row] = lse;
-  } else {
-    Elem* dst = static_cast<Elem*>(p.out) + batch * p.o_batch_stride +
-                static_cast<int64_t>(query) * p.o_row_stride + head * p.o_head_stride;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      const float2 v = pair(j);
-      *reinterpret_cast<uint32_t*>(dst + j * 8 + quad_col * 2) = pack2<Elem>(v.x * inv, v.y * inv);
-    }
-    if (quad_col == 0) p.lse[bh * p.sq + query] = lse;
-  }
+  write_row_runs<Elem, D, Split, 2, D / 8>(
+      p, batch, head, query, split, finished_row_scale(row_max, scale_log2, sum), quad_col == 0,
+      quad_col * 2, [](int j) { return j * 8; },
+      [&](int j, int e) {
+        const float2 v = pair(j);
+        return e == 0 ? v.x : v.y;
+      });
 }
 
 }  // namespace flashsplit

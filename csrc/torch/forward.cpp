@@ -45,11 +45,14 @@ AttnFwdParams make_params(const at::Tensor& q, const at::Tensor& k, const at::Te
 
 std::tuple<at::Tensor, at::Tensor> native_forward(const at::Tensor& q, const at::Tensor& k,
                                                   const at::Tensor& v, double softmax_scale,
-                                                  bool causal, int64_t num_splits) {
+                                                  bool causal, int64_t num_splits,
+                                                  bool allow_untested_arch, LaunchPlan* plan_out,
+                                                  LaunchRecord* record) {
   check_attention_inputs(q, k, v, num_splits);
   FeatureOptions features;
   features.causal = causal;
-  Plan plan = make_plan(q, k, v, features, num_splits, /*allow_untested_arch=*/false);
+  const LaunchPlan plan = make_plan(q, k, v, features, num_splits, allow_untested_arch);
+  if (plan_out != nullptr) *plan_out = plan;
   TORCH_CHECK(plan.gate.ok, "flashsplit: the native kernels cannot serve this call: ",
               plan.gate.reason);
 #ifdef FLASHSPLIT_WITH_CUDA
@@ -59,35 +62,29 @@ std::tuple<at::Tensor, at::Tensor> native_forward(const at::Tensor& q, const at:
   at::Tensor lse = at::empty({b, h, sq}, q.options().dtype(at::kFloat));
   AttnFwdParams params = make_params(q, k, v, out, lse, softmax_scale, causal);
   params.num_splits = plan.num_splits;
-  params.sm_count = plan.device.sm_count;
-  params.cc = plan.device.cc;
-  params.kernel = plan.gate.family == KernelFamily::kHopperWgmma ? FwdKernel::kHopper
-                                                                   : FwdKernel::kPortable;
-  at::Tensor o_accum, lse_accum;  // scratch from the caching allocator: safe under graph capture
+  // Scratch from the caching allocator (safe under graph capture), as the plan asks for it.
+  at::Tensor o_accum, lse_accum, tail_ws, tile_counter;
   if (plan.num_splits > 1) {
     o_accum = at::empty({plan.num_splits, b, h, sq, d}, q.options().dtype(at::kFloat));
     lse_accum = at::empty({plan.num_splits, b, h, sq}, q.options().dtype(at::kFloat));
     params.o_accum = o_accum.data_ptr<float>();
     params.lse_accum = lse_accum.data_ptr<float>();
   }
-  at::Tensor tail_ws;  // the tail split's partials and counters (the launcher clears those)
   if (plan.tail.active()) {
-    const size_t bytes = tail_workspace_bytes(plan.tail, plan.tiles.block_m, static_cast<int>(d));
+    const size_t bytes = tail_workspace_bytes_for(plan, static_cast<int>(d));
     tail_ws = at::empty({static_cast<int64_t>(bytes)}, q.options().dtype(at::kByte));
     params.tail_ws = tail_ws.data_ptr();
     params.tail_ws_bytes = bytes;
   }
-  // Causal Hopper calls whose tiles are drawn from a counter (core/tile_order.h; the launcher
-  // clears it).
-  at::Tensor tile_counter;
   if (plan.tile_counter) {
     tile_counter = at::empty({1}, q.options().dtype(at::kInt));
     params.tile_counter = tile_counter.data_ptr<int>();
   }
-  run_attn_fwd(params, at::cuda::getCurrentCUDAStream().stream());
+  run_attn_fwd(params, plan, at::cuda::getCurrentCUDAStream().stream(), record);
   return {out, lse};
 #else
   (void)softmax_scale;
+  (void)record;
   TORCH_CHECK(false, "flashsplit was built without GPU kernels");
 #endif
 }

@@ -4,11 +4,18 @@
 
 #include <tuple>
 
+#include "core/plan.h"
+
 namespace flashsplit {
 
-// Native forward; throws with the gate's reason when the gate refuses the call.
+// Native forward: (out, lse). Throws with the gate's reason when the gate refuses the call.
+// record: where given, filled with what the launchers ran (kernels/attn_launch.h), and plan with
+// the plan they were given.
 std::tuple<at::Tensor, at::Tensor> native_forward(const at::Tensor& q, const at::Tensor& k,
                                                   const at::Tensor& v, double softmax_scale,
-                                                  bool causal, int64_t num_splits);
+                                                  bool causal, int64_t num_splits,
+                                                  bool allow_untested_arch,
+                                                  LaunchPlan* plan_out = nullptr,
+                                                  LaunchRecord* record = nullptr);
 
 }  // namespace flashsplit

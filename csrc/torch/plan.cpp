@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "build_info.h"
-#include "core/split_heuristic.h"
 
 #ifdef FLASHSPLIT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -90,11 +89,6 @@ bool env_flag(const char* name) {
 }
 }  // namespace
 
-bool untested_arch_allowed_by_env() { return env_flag("FLASHSPLIT_ALLOW_UNTESTED_ARCH"); }
-
-bool hopper_disabled_by_env() { return env_flag("FLASHSPLIT_DISABLE_HOPPER"); }
-
-bool tail_split_disabled_by_env() { return env_flag("FLASHSPLIT_DISABLE_TAIL_SPLIT"); }
 
 void check_attention_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             int64_t num_splits) {
@@ -118,36 +112,19 @@ void check_attention_inputs(const at::Tensor& q, const at::Tensor& k, const at::
               num_splits);
 }
 
-Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-               const FeatureOptions& features, int64_t num_splits, bool allow_untested_arch) {
-  Plan plan;
+LaunchPlan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const FeatureOptions& features, int64_t num_splits, bool allow_untested_arch) {
   if (q.numel() == 0 || k.numel() == 0) {
+    LaunchPlan plan;
     plan.gate.reason = "empty inputs (a zero-sized dim) are served by the reference path";
     return plan;
   }
-  AttnProblem problem = describe(q, k, v, features);
-  plan.device = describe_device(q);
-  const DeviceInfo& device = plan.device;
-  plan.gate = check_native(problem, device, current_build_info(),
-                           allow_untested_arch || untested_arch_allowed_by_env(),
-                           /*allow_hopper=*/!hopper_disabled_by_env());
-  if (!plan.gate.ok) return plan;
-  // G comes from the tiles split calls run (which the heuristic models), weighed against an
-  // unsplit call's own tiles; those may differ, chosen for its grid (tiles_for_run).
-  // Any request beyond the key-block count is clamped anyway; cap before narrowing to int.
-  int requested = static_cast<int>(std::min<int64_t>(num_splits, 1 << 20));
-  plan.num_splits = resolve_splits_for(plan.gate.family, problem, device, requested);
-  plan.tiles = tiles_for_run(plan.gate.family, problem, device.sm_count, plan.num_splits);
-  plan.split_block_n = tiles_for(plan.gate.family, problem).block_n;
-  if (!tail_split_disabled_by_env()) {
-    plan.tail = tail_split_for_run(plan.gate.family, problem, plan.tiles, device.sm_count,
-                                   plan.num_splits);
-  }
-  plan.carry = carry_across_tiles_for_run(plan.gate.family, problem, plan.tiles);
-  plan.rotate_rounds =
-      rotates_rounds_for_run(plan.gate.family, problem, plan.tiles, plan.num_splits);
-  plan.tile_counter = draws_tiles_from_counter(plan.gate.family, problem, plan.tiles);
-  return plan;
+  PlanOptions options;
+  options.allow_untested_arch = allow_untested_arch || env_flag("FLASHSPLIT_ALLOW_UNTESTED_ARCH");
+  options.allow_hopper = !env_flag("FLASHSPLIT_DISABLE_HOPPER");
+  options.allow_tail_split = !env_flag("FLASHSPLIT_DISABLE_TAIL_SPLIT");
+  return make_launch_plan(describe(q, k, v, features), describe_device(q),
+                          current_build_info(), options, num_splits);
 }
 
 }  // namespace flashsplit

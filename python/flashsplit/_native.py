@@ -18,7 +18,7 @@ def strict_from_env():
 
 def gate_decision(q, k, v, causal, dropout_p, window_left, window_right, softcap, has_alibi,
                   num_splits):
-    """The gate's and heuristic's decision as a plain dict; runs nothing.
+    """The call's plan as a plain dict (explain()'s form); runs nothing.
 
     window_right is passed as the caller gave it after folding causal in: with causal the right
     bound is implied, so only a left window is an extra feature the kernels must support.
@@ -26,11 +26,23 @@ def gate_decision(q, k, v, causal, dropout_p, window_left, window_right, softcap
     decision = _C.explain(q, k, v, causal, float(dropout_p), window_left,
                           -1 if causal else window_right, float(softcap), has_alibi,
                           num_splits, env_flag("FLASHSPLIT_ALLOW_UNTESTED_ARCH"))
-    return dict(decision)
+    decision = dict(decision)
+    decision["details"] = dict(decision["details"])
+    return decision
 
 
 def native_forward(q, k, v, softmax_scale, causal, num_splits):
-    return _C.forward(q, k, v, float(softmax_scale), causal, num_splits)
+    return _C.forward(q, k, v, float(softmax_scale), causal, num_splits,
+                      env_flag("FLASHSPLIT_ALLOW_UNTESTED_ARCH"))
+
+
+def native_forward_recorded(q, k, v, softmax_scale, causal, num_splits):
+    """(out, lse, plan, record): the forward, the plan it ran (explain()'s form) and what its
+    launchers ran (the keys of the plan's details they set)."""
+    out, lse, plan, record = _C.forward_recorded(q, k, v, float(softmax_scale), causal,
+                                                 num_splits,
+                                                 env_flag("FLASHSPLIT_ALLOW_UNTESTED_ARCH"))
+    return out, lse, dict(plan), dict(record)
 
 
 def build_info():

@@ -276,7 +276,7 @@ def choose_num_splits(q, k, v, softmax_scale, causal, decision, timer=cuda_event
     bucket = bucket_key(q, k, causal, decision["kernel"])
     sk = k.shape[1]
     # G >= 2 runs the split tiles, whose key blocks clamp G (an unsplit call's may be smaller).
-    block_n = decision["split_block_n"]
+    block_n = decision["details"]["split_block_n"]
     candidates = candidate_splits(heuristic_g, sk, block_n)
 
     def run(g):

@@ -66,17 +66,14 @@ def explain(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_siz
             num_splits=0, strict=False):
     """What flash_attn_func would do with these arguments, without computing anything.
 
-    Returns {"path": "native" | "reference", "num_splits": G, "kernel": ..., "reason": ...,
-    "block_m": ..., "block_n": ..., "split_block_n": ..., "grid_blocks": ..., "blocks_per_sm": ...,
-    "tail_tiles": ..., "tail_parts": ..., "carry": ..., "rotate_rounds": ...}; reason is "" on
-    the native path; kernel is "hopper_wgmma", "portable_mma" or "reference"; split_block_n is
-    the keys per block of the tiles calls with G >= 2 run, which clamp G (an unsplit call's own
-    may differ); grid_blocks is the thread blocks per split of the forward grid; tail_tiles the
-    tiles of an unsplit call's last round cut over every SM (0 = off) and tail_parts the most
-    pieces one of them is cut into; carry whether a tile's first S = Q K^T is issued with the
-    previous tile's last P V (persistent 128-row Hopper tiles); rotate_rounds whether the
-    persistent walk rotates each round's tiles among the blocks instead of the snake order
-    (192-row tiles whose heads end in a shorter tile, unsplit, without the mask). Same
+    Returns {"path": "native" | "reference", "kernel": "hopper_wgmma" | "portable_mma" |
+    "reference", "num_splits": G, "reason": why the gate refused ("" on the native path),
+    "details": {...}}. details is the plan's kernel internals on the native path ({} on the
+    reference path): the tile shape (block_m, block_n; split_block_n, the keys per block of the
+    tiles calls with G >= 2 run, which clamp G), grid_blocks (thread blocks per split) and
+    blocks_per_sm, the Hopper walk (persistent, carry, rotate_rounds, tile_counter, tile_group),
+    the tail split (tail_tiles, tail_parts) and the launches (forward_grid, tail_grid,
+    combine_grid as (x, y, z) blocks, combine_lanes). It is the plan the native forward runs. Same
     validation (and the same errors) as flash_attn_func; strict does not raise here.
     """
     _, window_left, window_right = _checked_options(

@@ -2,4 +2,5 @@
 #include "kernels/sm80/fwd_launch.cuh"
 
 template void flashsplit::sm80::launch_attn_fwd<gpu_fp16_t, 128>(const flashsplit::AttnFwdParams&,
-                                                          gpuStream_t);
+                                                          const flashsplit::LaunchPlan&,
+                                                          gpuStream_t, flashsplit::LaunchRecord*);

@@ -2,15 +2,15 @@
 // translation unit so the build compiles them in parallel.
 #pragma once
 
-#include "kernels/attn_params.h"
-#include "kernels/platform.h"
+#include "kernels/attn_launch.h"
 
 namespace flashsplit {
 namespace sm80 {
 
-// Runs the producers: direct epilogue when params.num_splits == 1, fp32 partials otherwise.
+// Runs the plan's producers: direct epilogue when it has one split, fp32 partials otherwise.
 template <class Elem, int D>
-void launch_attn_fwd(const AttnFwdParams& params, gpuStream_t stream);
+void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
+                     LaunchRecord* record);
 
 }  // namespace sm80
 }  // namespace flashsplit

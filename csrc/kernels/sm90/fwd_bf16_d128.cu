@@ -2,4 +2,5 @@
 #include "kernels/sm90/fwd_launch.cuh"
 
 template void flashsplit::sm90::launch_attn_fwd<gpu_bf16_t, 128>(const flashsplit::AttnFwdParams&,
-                                                           gpuStream_t);
+                                                          const flashsplit::LaunchPlan&,
+                                                          gpuStream_t, flashsplit::LaunchRecord*);

@@ -4,7 +4,7 @@
 // query rows (a tile of 128, 192 or 256 rows of one query head; 128-key blocks, 64 with four
 // consumers), and works through tiles = (query tile, split, batch * head): one tile per block,
 // or, where tiles are short, one block per SM walking them in snake order (persistent; see
-// hopper_persistent in core/tile_config.h).
+// hopper_persistent in core/hopper_tiles.h).
 //
 // The producer is one thread issuing TMA loads of each tile's Q and of K and V per key block
 // (last first; first to last on causal ping-pong tiles at d=128) into a ring of kStages
@@ -37,9 +37,9 @@
 #include <math.h>
 
 #include "core/fast_divmod.h"
-#include "core/split_partition.h"
+#include "core/key_blocks.h"
 #include "core/tail_split.h"
-#include "core/tile_config.h"
+#include "core/hopper_tiles.h"
 #include "core/tile_order.h"
 #include "kernels/attn_params.h"
 #include "kernels/fwd_common.cuh"
@@ -60,7 +60,7 @@ struct HopperFwdParams {
   // made on the host: multiply-shift instead of six division sequences per tile (measured:
   // the walk took 4-8.5% of a consumer's time at s = 512; benchmarks/NOTES.md step 26).
   FastDivmod by_grid{1}, by_m_blocks{1}, by_splits{1}, by_heads{1}, by_group{1};
-  // Persistent launches that rotate rounds (hopper_rotate_rounds in core/tile_config.h; only
+  // Persistent launches that rotate rounds (LaunchPlan::rotate_rounds; only
   // 192-row kernels read it): the tiles of the last, part-full round (0 where every round is
   // full) and how far it rotates them (its round index mod its tiles: one round, so a constant).
   bool rotate_rounds = false;
@@ -77,7 +77,7 @@ struct HopperFwdParams {
   // launcher) instead of walking a static share of them. nullptr = the static walk.
   int* tile_counter = nullptr;
   // Kernels with kCarry: whether this launch carries S across tiles (hopper_carry_across_tiles
-  // in core/tile_config.h, by the mask and the key blocks its tiles walk).
+  // in core/hopper_tiles.h, by the mask and the key blocks its tiles walk).
   bool carry = true;
 };
 
@@ -324,7 +324,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   if (warpgroup == 0) {
     // ---------------- Producer: one thread streams each tile's Q, then (K, V) per key block.
     // Blocks without a tile in a part-full last round start later (hopper_staggered_block in
-    // core/tile_config.h); the consumers wait for their registers and this tile's Q meanwhile.
+    // core/hopper_tiles.h); the consumers wait for their registers and this tile's Q meanwhile.
     // Not in the grouped walk, whose persistent launches draw their tiles from a counter: there
     // no block knows its tile count (and the split 192-row d=128 kernel spilled with it).
     if constexpr (!TailPass && !kGroupedWalk) {

@@ -1,0 +1,198 @@
+// The portable split-KV forward: one arch-neutral algorithm over an arch policy.
+//
+// One thread block owns one (batch, k/v head, tile of packed rows, split). The h/hk query heads
+// that share a k/v head are packed into the tile's rows (packed_rows in core/tiles.h), so each
+// K/V block is loaded once for the whole group and decode (sq = 1) fills rows with heads instead
+// of padding. The block walks its key blocks from last to first, so masking (keys past sk, the
+// causal diagonal; core/key_blocks.h) is needed only on its first iterations, and copies the
+// next block while it computes on the current one. Per block: S = Q K^T on the matrix units,
+// the mask, the online softmax (core/online_softmax.h), O += P V. The epilogue writes the output
+// (G = 1) or the split's fp32 partial and LSE_g for the combine (kernels/fwd_common.cuh).
+//
+// The policy owns what the hardware decides: the tile shape, shared memory and the copies into
+// it (Policy::Pipeline), the fragments and the matrix op, which rows and keys each thread's
+// accumulator registers hold, and the lane reductions over a row. Policies: sm80/policy.cuh
+// (mma.sync, warp32) and gfx9/policy.h (MFMA, wave64). What a policy provides:
+//   Elem, kHeadDim, kBlockM, kBlockN, kThreads, kMinBlocksPerSm
+//   Lanes                  this thread's place in the block (from threadIdx)
+//   kRows, thread_row      the query rows a thread holds: row i is tile row thread_row(lanes, i)
+//   Scores, kScoreRuns, kScoreRun, score(s, i, j, e), lane_key(lanes), run_key(j)
+//                          S: row i's run j holds keys lane_key + run_key(j) + [0, kScoreRun)
+//                          of the block (run_key a compile-time constant per j)
+//   Output, kOutRuns, kOutRun, out(o, i, j, e), lane_col(lanes), run_col(j),
+//   writes_row_stats(lanes) O likewise, and which of a row's threads writes its statistics
+//   row_max(x), row_sum(x) the max / sum of x over the threads that share a row
+//   QFragment, read_q      Q in registers, once per tile (sign-flipped for a negative scale)
+//   qk(s, q, pipe, lanes)  S = Q K^T on the current block; pv(o, s, pipe, lanes): O += P V
+//   Pipeline               prologue / fetch / wait_landed / release around the key-block walk
+#pragma once
+
+#include <float.h>
+#include <math.h>
+
+#include "core/key_blocks.h"
+#include "core/online_softmax.h"
+#include "core/tiles.h"
+#include "kernels/attn_params.h"
+#include "kernels/fwd_common.cuh"
+
+namespace flashsplit {
+namespace portable {
+
+// Where packed row r of a k/v head's group lives: its query index and its query head.
+struct PackedRow {
+  int query, head;
+};
+__device__ __forceinline__ PackedRow unpack_row(int r, int group, int kv_head) {
+  return PackedRow{r / group, kv_head * group + r % group};
+}
+
+// The block's work: its (batch, k/v head), first packed row, queries and key blocks.
+struct TileWork {
+  int batch, kv_head, group, split;
+  int m0;           // first packed row of the tile
+  int first_query;  // query of the tile's first packed row
+  KeyBlockRange range;
+};
+
+template <int BlockM, int BlockN, bool Causal, bool Split>
+__device__ __forceinline__ TileWork locate_tile(const AttnFwdParams& p) {
+  TileWork t;
+  // Causal tiles late in the sequence do the most work: start them first.
+  const int m_block = Causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  t.split = blockIdx.y;
+  t.batch = blockIdx.z / p.hk;
+  t.kv_head = blockIdx.z % p.hk;
+  t.group = p.h / p.hk;
+  t.m0 = m_block * BlockM;
+  t.first_query = t.m0 / t.group;
+  const int last_query = min((t.m0 + BlockM - 1) / t.group, p.sq - 1);
+  const int n_visible = visible_key_blocks(last_query + 1, p.sq, p.sk, BlockN, Causal);
+  t.range = Split ? split_key_blocks(n_visible, p.num_splits, t.split)
+                  : KeyBlockRange{0, n_visible};
+  return t;
+}
+
+// -inf at the keys of block n a row may not see (only on blocks that hold such keys).
+template <class Policy, bool Causal>
+__device__ __forceinline__ void mask_scores(typename Policy::Scores& s, const AttnFwdParams& p,
+                                            const typename Policy::Lanes& lanes,
+                                            const int (&queries)[Policy::kRows], int n,
+                                            int first_query) {
+  const int n0 = n * Policy::kBlockN;
+  if (!block_needs_mask(n0, Policy::kBlockN, first_query, p.sq, p.sk, Causal)) return;
+  const int lane_key = n0 + Policy::lane_key(lanes);
+#pragma unroll
+  for (int i = 0; i < Policy::kRows; ++i) {
+    const int limit = last_visible_key(queries[i], p.sq, p.sk, Causal);
+#pragma unroll
+    for (int j = 0; j < Policy::kScoreRuns; ++j)
+#pragma unroll
+      for (int e = 0; e < Policy::kScoreRun; ++e)
+        if (lane_key + Policy::run_key(j) + e > limit) Policy::score(s, i, j, e) = -INFINITY;
+  }
+}
+
+// The online softmax over one block: each row's new running max, the rescale of what it has
+// summed, and its probabilities in place of the scores.
+template <class Policy>
+__device__ __forceinline__ void online_softmax(typename Policy::Scores& s,
+                                               typename Policy::Output& o,
+                                               float (&row_max)[Policy::kRows],
+                                               float (&row_sum)[Policy::kRows], float scale_log2) {
+#pragma unroll
+  for (int i = 0; i < Policy::kRows; ++i) {
+    float block_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < Policy::kScoreRuns; ++j)
+#pragma unroll
+      for (int e = 0; e < Policy::kScoreRun; ++e)
+        block_max = fmaxf(block_max, Policy::score(s, i, j, e));
+    const float new_max = fmaxf(row_max[i], Policy::row_max(block_max));
+    const float base = softmax_base(new_max, scale_log2);
+    const float rescale = fast_exp2(softmax_rescale_exponent(row_max[i], scale_log2, base));
+    row_max[i] = new_max;
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < Policy::kScoreRuns; ++j)
+#pragma unroll
+      for (int e = 0; e < Policy::kScoreRun; ++e) {
+        float& x = Policy::score(s, i, j, e);
+        x = fast_exp2(softmax_exponent(x, scale_log2, base));
+        sum += x;
+      }
+    row_sum[i] = row_sum[i] * rescale + sum;
+#pragma unroll
+    for (int j = 0; j < Policy::kOutRuns; ++j)
+#pragma unroll
+      for (int e = 0; e < Policy::kOutRun; ++e) Policy::out(o, i, j, e) *= rescale;
+  }
+}
+
+// The tile's key blocks, last to first: fetch the next while computing on the current.
+template <class Policy, bool Causal>
+__device__ __forceinline__ void walk_key_blocks(const AttnFwdParams& p, const TileWork& tile,
+                                                const typename Policy::Lanes& lanes,
+                                                const int (&queries)[Policy::kRows],
+                                                typename Policy::Output& o,
+                                                float (&row_max)[Policy::kRows],
+                                                float (&row_sum)[Policy::kRows],
+                                                float scale_log2) {
+  typename Policy::Pipeline pipe(p, tile.batch, tile.kv_head);
+  pipe.prologue(tile.m0, tile.group, tile.range.end - 1);
+  typename Policy::QFragment q;
+  for (int n = tile.range.end - 1; n >= tile.range.begin; --n) {
+    const bool more = n > tile.range.begin;
+    if (more) pipe.fetch(n - 1);
+    pipe.wait_landed(more);
+    if (n == tile.range.end - 1) Policy::read_q(q, pipe, lanes, p.softmax_scale < 0.f);
+    typename Policy::Scores s;
+    Policy::qk(s, q, pipe, lanes);
+    mask_scores<Policy, Causal>(s, p, lanes, queries, n, tile.first_query);
+    online_softmax<Policy>(s, o, row_max, row_sum, scale_log2);
+    Policy::pv(o, s, pipe, lanes);
+    pipe.release(more);
+  }
+}
+
+template <class Policy, bool Causal, bool Split>
+__global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
+    portable_fwd_kernel(const AttnFwdParams p) {
+  using Elem = typename Policy::Elem;
+  constexpr int kRows = Policy::kRows;
+  allow_dependent_launch();  // the split path's combine may now be scheduled
+  const TileWork tile = locate_tile<Policy::kBlockM, Policy::kBlockN, Causal, Split>(p);
+  const typename Policy::Lanes lanes;
+  // The packed row of this thread's row i.
+  auto row_of = [&](int i) {
+    return unpack_row(tile.m0 + Policy::thread_row(lanes, i), tile.group, tile.kv_head);
+  };
+  const float scale_log2 = softmax_scale_log2(p.softmax_scale);
+  typename Policy::Output o;
+  Policy::zero(o);
+  float row_max[kRows], row_sum[kRows];  // row_sum: this thread's part, reduced at the end
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) row_max[i] = -INFINITY, row_sum[i] = 0.f;
+  if (tile.range.begin < tile.range.end) {
+    int queries[kRows];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) queries[i] = row_of(i).query;
+    walk_key_blocks<Policy, Causal>(p, tile, lanes, queries, o, row_max, row_sum, scale_log2);
+  }
+
+  // Epilogue: normalise, then write either the output or this split's partial.
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    const float sum = Policy::row_sum(row_sum[i]);  // every lane reduces before padding leaves
+    const PackedRow row = row_of(i);
+    if (row.query >= p.sq) continue;  // a padding row past the last packed row
+    write_row_runs<Elem, Policy::kHeadDim, Split, Policy::kOutRun, Policy::kOutRuns>(
+        p, tile.batch, row.head, row.query, tile.split,
+        finished_row_scale(row_max[i], scale_log2, sum), Policy::writes_row_stats(lanes),
+        Policy::lane_col(lanes), [](int j) { return Policy::run_col(j); },
+        [&](int j, int e) { return Policy::out(o, i, j, e); });
+  }
+}
+
+}  // namespace portable
+}  // namespace flashsplit

@@ -1,0 +1,259 @@
+// The sm80 arch policy of the portable forward (portable/fwd_kernel.cuh): mma.sync m16n8k16,
+// ldmatrix and cp.async, warp32; runs on sm_80 and later.
+//
+// Each warp owns kMTiles tiles of 16 rows and keeps its Q fragments, scores S and output O in
+// registers; a thread holds rows quad_row and quad_row + 8 of each 16-row tile (lane = 4 *
+// quad_row + quad_col) and, of each 8-column group, the columns 2 * quad_col and + 1, so a row's
+// statistics reduce over the 4 lanes of a quad. K and V stream through a two-stage cp.async
+// ring: the next (K, V) pair lands while the current one is used, so a whole pair is in flight
+// per block (split-KV shapes with few blocks per SM are bound by bytes in flight).
+#pragma once
+
+#include <cstdint>
+
+#include "core/portable_tiles.h"
+#include "kernels/attn_params.h"
+#include "kernels/fwd_common.cuh"
+#include "kernels/sm80/mma_primitives.cuh"
+
+namespace flashsplit {
+namespace sm80 {
+
+// Shared-memory tiles are row-major with 16-byte chunks XOR-swizzled by (row % 8): the 8 rows
+// one ldmatrix phase reads then hit 8 different bank groups, and so do the cp.async writes.
+template <int D>
+__device__ __forceinline__ int swizzled(int row, int chunk) {
+  return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+// Copies key rows [row0, row0 + Rows) of a (rows, D) global slice into shared memory; rows at or
+// past n_valid are zero-filled.
+template <int Rows, int D, int Threads, class Elem>
+__device__ __forceinline__ void load_tile(Elem* smem, const Elem* gmem, int64_t row_stride,
+                                          int row0, int n_valid) {
+  constexpr int kChunks = D / 8;
+  static_assert(Threads % kChunks == 0 && Rows % (Threads / kChunks) == 0,
+                "threads tile the rows evenly");
+  constexpr int kRowStep = Threads / kChunks;
+  // Each thread keeps one chunk column and walks rows with one advancing pointer: unrolled
+  // copies then cost no address registers each (the narrow tile issues 32 per thread).
+  const int chunk = static_cast<int>(threadIdx.x) % kChunks;
+  const int first_row = static_cast<int>(threadIdx.x) / kChunks;
+  const Elem* src = gmem + static_cast<int64_t>(row0 + first_row) * row_stride + chunk * 8;
+#pragma unroll
+  for (int i = 0; i < Rows / kRowStep; ++i) {
+    const int row = first_row + i * kRowStep;
+    const bool valid = row0 + row < n_valid;
+    cp_async_16(smem_addr(smem + swizzled<D>(row, chunk)), valid ? src : gmem, valid);
+    src += kRowStep * row_stride;
+  }
+}
+
+// Copies packed rows [row0, row0 + Rows) of q into shared memory; rows past sq * group are
+// zero-filled. q points at (batch, query 0, head 0).
+template <int Rows, int D, int Threads, class Elem>
+__device__ __forceinline__ void load_packed_q(Elem* smem, const Elem* q, const AttnFwdParams& p,
+                                              int row0, int group, int kv_head) {
+  constexpr int kChunks = D / 8;
+  constexpr int kTotal = Rows * kChunks;
+  static_assert(kTotal % Threads == 0, "every thread copies the same number of chunks");
+  const int n_valid = p.sq * group;
+#pragma unroll
+  for (int i = 0; i < kTotal / Threads; ++i) {
+    int idx = i * Threads + static_cast<int>(threadIdx.x);
+    int row = idx / kChunks, chunk = idx % kChunks;
+    bool valid = row0 + row < n_valid;
+    const int r = valid ? row0 + row : 0;
+    const int query = r / group, head = kv_head * group + r % group;
+    const Elem* src = q + query * p.q_row_stride + head * p.q_head_stride + chunk * 8;
+    cp_async_16(smem_addr(smem + swizzled<D>(row, chunk)), src, valid);
+  }
+}
+
+template <class ElemT, int D, bool Narrow>
+struct Policy {
+  using Elem = ElemT;
+  static constexpr TileConfig kConfig = portable_tile_config(D, Narrow);
+  static constexpr int kHeadDim = D;
+  static constexpr int kBlockM = kConfig.block_m;
+  static constexpr int kBlockN = kConfig.block_n;
+  static constexpr int kMTiles = kConfig.m_tiles;  // 16-row tiles per warp: a K/V fragment feeds each
+  static constexpr int kThreads = kConfig.warps * 32;
+  static constexpr int kMinBlocksPerSm = kConfig.blocks_per_sm;
+  // Q, plus two stages of (K, V) in dynamic shared memory: the next pair streams in while the
+  // current one is used.
+  static constexpr int kDynamicSmemBytes = (kBlockM + 4 * kBlockN) * D * 2;
+  static_assert(kBlockM == 16 * kConfig.warps * kMTiles, "each warp owns kMTiles tiles of 16 rows");
+  static_assert(D % 64 == 0, "the swizzle needs at least 8 chunks per row");
+  static_assert(kBlockN % 16 == 0, "key blocks are walked 16 keys at a time");
+
+  struct Lanes {
+    int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+    int quad_row = lane / 4, quad_col = lane % 4;
+  };
+
+  // Rows 2t and 2t + 1 of a thread are rows quad_row and quad_row + 8 of its warp's tile t.
+  static constexpr int kRows = 2 * kMTiles;
+  __device__ static int thread_row(const Lanes& l, int i) {
+    return l.warp * 16 * kMTiles + (i / 2) * 16 + (i % 2) * 8 + l.quad_row;
+  }
+  __device__ static float row_max(float x) { return quad_max(x); }
+  __device__ static float row_sum(float x) { return quad_sum(x); }
+
+  // m16n8 accumulators: register 2 * (i % 2) + e of n8 tile j holds row i, column 8j + 2 * quad_col
+  // + e.
+  struct Scores {
+    float s[kMTiles][kBlockN / 8][4];
+  };
+  static constexpr int kScoreRuns = kBlockN / 8, kScoreRun = 2;
+  __device__ static float& score(Scores& s, int i, int j, int e) {
+    return s.s[i / 2][j][(i % 2) * 2 + e];
+  }
+  __device__ static int lane_key(const Lanes& l) { return l.quad_col * 2; }
+  __device__ static constexpr int run_key(int j) { return j * 8; }
+
+  struct Output {
+    float o[kMTiles][D / 8][4];
+  };
+  static constexpr int kOutRuns = D / 8, kOutRun = 2;
+  __device__ static float& out(Output& o, int i, int j, int e) {
+    return o.o[i / 2][j][(i % 2) * 2 + e];
+  }
+  __device__ static int lane_col(const Lanes& l) { return l.quad_col * 2; }
+  __device__ static constexpr int run_col(int j) { return j * 8; }
+  __device__ static bool writes_row_stats(const Lanes& l) { return l.quad_col == 0; }
+  __device__ static void zero(Output& o) {
+#pragma unroll
+    for (int t = 0; t < kMTiles; ++t)
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) o.o[t][j][0] = o.o[t][j][1] = o.o[t][j][2] = o.o[t][j][3] = 0.f;
+  }
+
+  // Q, then K and V through the two-stage ring (shared memory in dynamic smem).
+  struct Pipeline {
+    const AttnFwdParams& p;
+    const int kv_head;
+    const Elem *q, *k, *v;
+    Elem *sQ, *sK0, *sV0;  // stage s: K at sK0 + s * kBlockN * D, V likewise
+    int stage = 0;
+
+    __device__ Pipeline(const AttnFwdParams& params, int batch, int kv_head_)
+        : p(params), kv_head(kv_head_) {
+      extern __shared__ __align__(128) unsigned char smem_raw[];
+      sQ = reinterpret_cast<Elem*>(smem_raw);
+      sK0 = sQ + kBlockM * D;
+      sV0 = sK0 + 2 * kBlockN * D;
+      q = static_cast<const Elem*>(p.q) + batch * p.q_batch_stride;
+      k = static_cast<const Elem*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
+      v = static_cast<const Elem*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
+    }
+    __device__ void load_kv(int to_stage, int n) {
+      load_tile<kBlockN, D, kThreads>(sK0 + to_stage * kBlockN * D, k, p.k_row_stride, n * kBlockN, p.sk);
+      load_tile<kBlockN, D, kThreads>(sV0 + to_stage * kBlockN * D, v, p.v_row_stride, n * kBlockN, p.sk);
+    }
+    // The tile's Q and its first key block n.
+    __device__ void prologue(int m0, int group, int n) {
+      load_packed_q<kBlockM, D, kThreads>(sQ, q, p, m0, group, kv_head);
+      load_kv(0, n);
+      cp_async_commit();
+    }
+    // Starts key block n into the other stage, which every warp left at the last release.
+    __device__ void fetch(int n) {
+      load_kv(stage ^ 1, n);
+      cp_async_commit();
+    }
+    // The current stage (and Q) landed for every thread's copies.
+    __device__ void wait_landed(bool more) {
+      if (more) {
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();
+    }
+    // Every warp is done with the current stage before the next fetch reuses it.
+    __device__ void release(bool) {
+      __syncthreads();
+      stage ^= 1;
+    }
+    __device__ const Elem* k_tile() const { return sK0 + stage * kBlockN * D; }
+    __device__ const Elem* v_tile() const { return sV0 + stage * kBlockN * D; }
+  };
+
+  struct QFragment {
+    uint32_t r[kMTiles][D / 16][4];
+  };
+  __device__ static void read_q(QFragment& q, const Pipeline& pipe, const Lanes& l, bool negate) {
+    const int warp_row0 = l.warp * 16 * kMTiles;
+#pragma unroll
+    for (int t = 0; t < kMTiles; ++t)
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        ldmatrix_x4(smem_addr(pipe.sQ + swizzled<D>(warp_row0 + t * 16 + l.lane % 16,
+                                                    kk * 2 + l.lane / 16)),
+                    q.r[t][kk]);
+    if (!negate) return;
+#pragma unroll
+    for (int t = 0; t < kMTiles; ++t)
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) q.r[t][kk][r] ^= 0x80008000u;  // both halves' signs
+  }
+
+  // S = Q K^T for this warp's rows and the block's keys.
+  __device__ static void qk(Scores& s, const QFragment& q, const Pipeline& pipe, const Lanes& l) {
+#pragma unroll
+    for (int t = 0; t < kMTiles; ++t)
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) s.s[t][j][0] = s.s[t][j][1] = s.s[t][j][2] = s.s[t][j][3] = 0.f;
+    const Elem* sK = pipe.k_tile();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int nn = 0; nn < kBlockN / 16; ++nn) {
+        uint32_t b[4];
+        ldmatrix_x4(smem_addr(sK + swizzled<D>(nn * 16 + l.lane % 8 + (l.lane / 16) * 8,
+                                               kk * 2 + (l.lane / 8) % 2)),
+                    b);
+#pragma unroll
+        for (int t = 0; t < kMTiles; ++t) {
+          mma_16816<Elem>(s.s[t][2 * nn], q.r[t][kk], b[0], b[1]);
+          mma_16816<Elem>(s.s[t][2 * nn + 1], q.r[t][kk], b[2], b[3]);
+        }
+      }
+    }
+  }
+
+  // O += P V: P comes straight from the score registers (the m16n8 accumulator layout of two
+  // adjacent n8 tiles is the m16k16 A-operand layout).
+  __device__ static void pv(Output& o, const Scores& s, const Pipeline& pipe, const Lanes& l) {
+    const Elem* sV = pipe.v_tile();
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      uint32_t a[kMTiles][4];
+#pragma unroll
+      for (int t = 0; t < kMTiles; ++t) {
+        a[t][0] = pack2<Elem>(s.s[t][2 * kk][0], s.s[t][2 * kk][1]);
+        a[t][1] = pack2<Elem>(s.s[t][2 * kk][2], s.s[t][2 * kk][3]);
+        a[t][2] = pack2<Elem>(s.s[t][2 * kk + 1][0], s.s[t][2 * kk + 1][1]);
+        a[t][3] = pack2<Elem>(s.s[t][2 * kk + 1][2], s.s[t][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dd = 0; dd < D / 16; ++dd) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(smem_addr(sV + swizzled<D>(kk * 16 + l.lane % 8 + ((l.lane / 8) % 2) * 8,
+                                                     dd * 2 + l.lane / 16)),
+                          b);
+#pragma unroll
+        for (int t = 0; t < kMTiles; ++t) {
+          mma_16816<Elem>(o.o[t][2 * dd], a[t], b[0], b[1]);
+          mma_16816<Elem>(o.o[t][2 * dd + 1], a[t], b[2], b[3]);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace sm80
+}  // namespace flashsplit
