@@ -14,12 +14,13 @@ def _qkv(dtype=torch.bfloat16):
 
 def test_cpu_tensors_take_the_reference_path_and_say_why():
     decision = explain(*_qkv())
-    assert set(decision) == {"path", "num_splits", "kernel", "reason", "details"}
+    assert set(decision) == {"path", "num_splits", "kernel", "reason", "verification", "details"}
     assert decision["path"] == "reference"
     assert decision["kernel"] == "reference"
     assert decision["num_splits"] == 1
     assert "cpu" in decision["reason"].lower()
     assert decision["details"] == {}, "kernel internals exist only on the native path"
+    assert decision["verification"] == "none", "the gate refused before it looked at a GPU"
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
@@ -42,25 +43,24 @@ def test_explain_passes_the_call_to_the_gate(monkeypatch):
     real = _native._C.explain
 
     def record(q, k, v, causal, dropout_p, window_left, window_right, softcap, has_alibi,
-               num_splits, allow_untested_arch):
+               num_splits, arch_verified):
         seen.update(causal=causal, dropout_p=dropout_p, window=(window_left, window_right),
                     softcap=softcap, has_alibi=has_alibi, num_splits=num_splits,
-                    allow=allow_untested_arch)
+                    verified=arch_verified)
         return real(q, k, v, causal, dropout_p, window_left, window_right, softcap, has_alibi,
-                    num_splits, allow_untested_arch)
+                    num_splits, arch_verified)
 
     monkeypatch.setattr(_native._C, "explain", record)
-    monkeypatch.setenv("FLASHSPLIT_ALLOW_UNTESTED_ARCH", "1")
     q, k, v = _qkv()
     explain(q, k, v, dropout_p=0.25, window_size=(16, 3), softcap=30.0,
             alibi_slopes=torch.rand(4), num_splits=6)
+    # CPU tensors: no verify stamp can apply.
     assert seen == dict(causal=False, dropout_p=0.25, window=(16, 3), softcap=30.0,
-                        has_alibi=True, num_splits=6, allow=True)
+                        has_alibi=True, num_splits=6, verified=False)
 
-    monkeypatch.delenv("FLASHSPLIT_ALLOW_UNTESTED_ARCH")
     explain(q, k, v, causal=True, window_size=(16, 5))
     # Causal already bounds the right side, so the gate sees no right window.
-    assert seen["causal"] is True and seen["window"] == (16, -1) and seen["allow"] is False
+    assert seen["causal"] is True and seen["window"] == (16, -1)
 
 
 def test_explain_with_strict_does_not_raise():

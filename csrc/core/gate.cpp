@@ -15,8 +15,8 @@ namespace flashsplit {
 
 namespace {
 
-// The one table of hardware the native kernels were run and tested on. Only the H100 (sm_90)
-// has run them; add an entry here only after the test suite has passed on that hardware.
+// The one table of hardware this project's GPU suite passed on: the H100 (sm_90). Any other
+// GPU is admitted once `python -m flashsplit.verify` passed on it (ArchTrust::kVerifiedHere).
 constexpr int kTestedArchs[] = {90};
 
 // The kernels index q/k/v/out with 32-bit element offsets.
@@ -26,15 +26,22 @@ std::string cc_text(int cc) {
   return std::to_string(cc / 10) + "." + std::to_string(cc % 10);
 }
 
-std::string join(const std::vector<int>& values) {
+std::string join(const std::vector<std::string>& values) {
   if (values.empty()) return "none";
   std::string text;
   for (size_t i = 0; i < values.size(); ++i) {
     if (i) text += ", ";
-    text += std::to_string(values[i]);
+    text += values[i];
   }
   return text;
 }
+
+std::string join(const std::vector<int>& values) {
+  std::vector<std::string> texts;
+  for (int value : values) texts.push_back(std::to_string(value));
+  return join(texts);
+}
+
 
 std::string number_text(double value) {
   std::ostringstream out;
@@ -73,6 +80,18 @@ const char* kernel_family_name(KernelFamily family) {
     case KernelFamily::kNone: return "none";
     case KernelFamily::kPortableMma: return "portable_mma";
     case KernelFamily::kHopperWgmma: return "hopper_wgmma";
+    case KernelFamily::kPortableMfma: return "portable_mfma";
+  }
+  return "none";
+}
+
+const char* arch_trust_name(ArchTrust trust) {
+  switch (trust) {
+    case ArchTrust::kNone: return "none";
+    case ArchTrust::kUnverified: return "unverified";
+    case ArchTrust::kTested: return "tested";
+    case ArchTrust::kVerifiedHere: return "verified";
+    case ArchTrust::kOverride: return "override";
   }
   return "none";
 }
@@ -88,25 +107,37 @@ std::vector<int> tested_archs() {
   return archs;
 }
 
-bool build_has_binary_for(const BuildInfo& build, int cc) {
+bool build_has_binary_for(const BuildInfo& build, const DeviceInfo& device) {
+  if (device.vendor == Vendor::kAmd) {
+    return std::find(build.amd_archs.begin(), build.amd_archs.end(), device.arch) !=
+           build.amd_archs.end();
+  }
   for (int arch : build.archs) {
-    if (arch / 10 == cc / 10 && arch <= cc) return true;
+    if (arch / 10 == device.cc / 10 && arch <= device.cc) return true;
   }
   return false;
+}
+
+std::string arch_text(const DeviceInfo& device) {
+  return device.vendor == Vendor::kAmd ? device.arch : "compute capability " + cc_text(device.cc);
+}
+
+// Whether and why the gate trusts the device's kernels (see ArchTrust).
+static ArchTrust trust_for(const DeviceInfo& device, const GateOptions& options) {
+  if (device.vendor == Vendor::kNvidia && arch_tested(device.cc)) return ArchTrust::kTested;
+  if (options.arch_verified_here) return ArchTrust::kVerifiedHere;
+  if (options.allow_untested_arch) return ArchTrust::kOverride;
+  return ArchTrust::kUnverified;
 }
 
 // Checks run from "where the data is" to "what the GPU is", so the reason names the first
 // thing a user would have to change.
 GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const BuildInfo& build,
-                          bool allow_untested_arch, bool allow_hopper) {
-  if (!p.on_gpu) return refuse("tensors are on the CPU; the native kernels run on CUDA devices");
+                          const GateOptions& options) {
+  if (!p.on_gpu) return refuse("tensors are on the CPU; the native kernels run on GPUs");
   if (!build.gpu_kernels_built) return refuse("flashsplit was built without GPU kernels");
-  if (device.vendor == Vendor::kAmd) {
-    return refuse(
-        "AMD GPUs are not supported natively yet: the HIP kernels are not built or tested");
-  }
-  if (device.vendor != Vendor::kNvidia) {
-    return refuse("the GPU vendor is unknown; the native kernels run on NVIDIA GPUs");
+  if (device.vendor != Vendor::kNvidia && device.vendor != Vendor::kAmd) {
+    return refuse("the GPU vendor is unknown; the native kernels run on NVIDIA and AMD GPUs");
   }
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) {
     return refuse(std::string("dtype ") + dtype_name(p.dtype) +
@@ -152,19 +183,27 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
                   std::to_string(q_big ? q_elements : kv_elements) +
                   " elements, more than the native kernels' 32-bit indexing holds (2^31-1)");
   }
-  if (!build_has_binary_for(build, device.cc)) {
-    return refuse("compute capability " + cc_text(device.cc) +
-                  " has no native kernel binary in this build (built for " + join(build.archs) +
-                  ")");
-  }
-  if (!arch_tested(device.cc) && !allow_untested_arch) {
-    return refuse("compute capability " + cc_text(device.cc) +
-                  " has not been tested: the native kernels are not tested on it; set "
-                  "FLASHSPLIT_ALLOW_UNTESTED_ARCH=1 to try the native kernels");
+  if (!build_has_binary_for(build, device)) {
+    const bool amd = device.vendor == Vendor::kAmd;
+    return refuse(arch_text(device) + " has no native kernel binary in this build (built for " +
+                  (amd ? join(build.amd_archs) : join(build.archs)) + ")");
   }
   GateDecision decision;
+  decision.trust = trust_for(device, options);
+  if (decision.trust == ArchTrust::kUnverified) {
+    decision.reason = arch_text(device) +
+                      " has not been verified: its native kernels are built but were never run "
+                      "on this GPU; run `python -m flashsplit.verify` on it (it checks them "
+                      "against the reference and, on a pass, admits this GPU), or set "
+                      "FLASHSPLIT_ALLOW_UNTESTED_ARCH=1 to try them unverified";
+    return decision;
+  }
   decision.ok = true;
-  const bool hopper = device.cc == 90 && build.hopper_kernels_built && allow_hopper &&
+  if (device.vendor == Vendor::kAmd) {
+    decision.family = KernelFamily::kPortableMfma;
+    return decision;
+  }
+  const bool hopper = device.cc == 90 && build.hopper_kernels_built && options.allow_hopper &&
                       p.tma_describable && use_hopper_tiles(p.sq, p.h, p.hk);
   decision.family = hopper ? KernelFamily::kHopperWgmma : KernelFamily::kPortableMma;
   return decision;

@@ -16,6 +16,8 @@ TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
     case KernelFamily::kHopperWgmma: return hopper_tile_config(d, p.sq, p.causal, p.sk);
     case KernelFamily::kPortableMma:
       return portable_tile_config(d, use_narrow_tiles(p.sq, p.h, p.hk));
+    case KernelFamily::kPortableMfma:
+      return gfx9_tile_config(d, use_narrow_tiles(p.sq, p.h, p.hk));
     case KernelFamily::kNone: break;
   }
   return TileConfig{0, 0, 0, 0};
@@ -28,10 +30,15 @@ TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count
                             num_splits);
 }
 
+SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& device) {
+  return family == KernelFamily::kPortableMfma ? gfx9_constants(device)
+                                               : SplitHeuristicConstants{};
+}
+
 int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceInfo& device,
                        int requested) {
   const TileConfig modelled = tiles_for(family, p);
-  const int g = resolve_num_splits(requested, p, device, modelled);
+  const int g = resolve_num_splits(requested, p, device, modelled, constants_for(family, device));
   if (requested != 0 || g <= 1 || family != KernelFamily::kHopperWgmma) return g;
   const TileConfig unsplit = tiles_for_run(family, p, device.sm_count, 1);
   if (unsplit.block_m == modelled.block_m) return g;
@@ -120,7 +127,7 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
                             const BuildInfo& build, const PlanOptions& options,
                             long long requested) {
   LaunchPlan plan;
-  plan.gate = check_native(p, device, build, options.allow_untested_arch, options.allow_hopper);
+  plan.gate = check_native(p, device, build, options.gate);
   if (!plan.gate.ok) return plan;
   const KernelFamily family = plan.gate.family;
   // Any request beyond the key-block count is clamped anyway; cap before narrowing to int.

@@ -5,6 +5,7 @@
 
 #include "core/gate.h"
 #include "core/problem.h"
+#include "core/split_heuristic.h"
 #include "core/tail_split.h"
 #include "core/tiles.h"
 
@@ -12,9 +13,8 @@ namespace flashsplit {
 
 // What the environment or the caller allows; the torch layer fills it.
 struct PlanOptions {
-  bool allow_untested_arch = false;  // FLASHSPLIT_ALLOW_UNTESTED_ARCH=1 or a passed verify run
-  bool allow_hopper = true;          // FLASHSPLIT_DISABLE_HOPPER=1 clears it
-  bool allow_tail_split = true;      // FLASHSPLIT_DISABLE_TAIL_SPLIT=1 clears it
+  GateOptions gate;
+  bool allow_tail_split = true;  // FLASHSPLIT_DISABLE_TAIL_SPLIT=1 clears it
 };
 
 // A kernel launch's grid, in blocks.
@@ -77,6 +77,10 @@ TileConfig tiles_for(KernelFamily family, const AttnProblem& problem);
 // that an unsplit Hopper call weighs its grid's waves for the tile height (hopper_block_m).
 TileConfig tiles_for_run(KernelFamily family, const AttnProblem& problem, int sm_count,
                          int num_splits);
+
+// The heuristic's constants for a kernel family on a device: the H100 fit for the NVIDIA
+// families, gfx9_constants for the MFMA kernels.
+SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& device);
 
 // The G a call runs for a requested num_splits (0: the heuristic, on the tiles of tiles_for).
 // Where the heuristic splits but an unsplit call would run other tiles (tiles_for_run at

@@ -1,4 +1,4 @@
-// Tile shapes of the portable forward kernel per arch policy. The kernel instantiations and the
+// Tile shapes of the portable forward kernel per arch policy (sm80, gfx9). The kernel instantiations and the
 // plan both read them from here, so the heuristic always models the kernel that runs.
 #pragma once
 
@@ -18,6 +18,15 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
                 : (head_dim == 64    ? TileConfig{128, 64, 4, 2, 2}
                    : head_dim == 128 ? TileConfig{128, 64, 8, 1}
                                      : TileConfig{0, 0, 0, 0});
+}
+
+// The gfx9 policy (MFMA, wave64). Wide tiles: four waves of 32 query rows (one 32-column MFMA
+// block each) over 64-key blocks, two workgroups per compute unit (32 KB of LDS each: K and V^T
+// of a key block, double-buffered at d=64). Narrow (decode) tile: one wave of 16 rows (16x16
+// MFMA) over 64-key blocks.
+constexpr TileConfig gfx9_tile_config(int head_dim, bool narrow = false) {
+  if (head_dim != 64 && head_dim != 128) return TileConfig{0, 0, 0, 0};
+  return narrow ? TileConfig{16, 64, 1, 2} : TileConfig{128, 64, 4, 2};
 }
 
 }  // namespace flashsplit

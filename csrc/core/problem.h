@@ -32,20 +32,24 @@ struct AttnProblem {
   bool has_alibi = false;
 };
 
-// The GPU a call runs on. cc = compute capability (major*10 + minor on NVIDIA, e.g. 90).
+// The GPU a call runs on. cc = compute capability (major*10 + minor on NVIDIA, e.g. 90);
+// arch = the AMD target (gcnArchName without its feature flags, e.g. "gfx942"); sm_count = SMs
+// on NVIDIA, compute units on AMD.
 struct DeviceInfo {
   Vendor vendor = Vendor::kNone;
   int cc = 0;
   int sm_count = 0;
   int64_t smem_per_block_optin = 0;  // bytes
+  std::string arch;
 };
 
 // What this build of the extension contains.
 struct BuildInfo {
   bool gpu_kernels_built = false;
-  std::vector<int> archs;      // compute capabilities compiled for, e.g. {80, 90}
+  std::vector<int> archs;      // NVIDIA compute capabilities compiled for, e.g. {80, 90}
   std::vector<int> head_dims;  // head dims instantiated, e.g. {64, 128}
   bool hopper_kernels_built = false;  // sm_90a (wgmma + TMA) kernels compiled in
+  std::vector<std::string> amd_archs;  // AMD targets compiled for, e.g. {"gfx90a", "gfx942"}
 };
 
 }  // namespace flashsplit

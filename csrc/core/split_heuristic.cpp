@@ -8,6 +8,7 @@
 
 #include "core/combine_math.h"
 #include "core/hopper_tiles.h"
+#include "core/portable_tiles.h"
 
 namespace flashsplit {
 
@@ -106,16 +107,52 @@ int choose_num_splits(const AttnProblem& problem, const DeviceInfo& device,
 }
 
 int resolve_num_splits(int requested, const AttnProblem& problem, const DeviceInfo& device,
-                       const TileConfig& tiles) {
+                       const TileConfig& tiles, const SplitHeuristicConstants& constants) {
   if (requested < 0) {
     throw std::invalid_argument("num_splits must be >= 0 (0 = auto), got " +
                                 std::to_string(requested));
   }
-  if (requested == 0) return choose_num_splits(problem, device, tiles);
+  if (requested == 0) return choose_num_splits(problem, device, tiles, constants);
   if (requested == 1 || tiles.block_n <= 0) return 1;
   // More splits than key blocks would only add empty producers.
   int64_t key_blocks = std::max<int64_t>(num_key_blocks(problem, tiles), 1);
   return static_cast<int>(std::min<int64_t>(requested, key_blocks));
+}
+
+namespace {
+
+constexpr Gfx9Facts kGfx9Facts[] = {
+    {"gfx90a", 110, 191.5 * 592.0 / 1307.0, 1.6},
+    {"gfx942", 304, 592.0, 5.3},
+    {"gfx950", 256, 1438.0, 8.0},
+};
+
+// The H100 fit's DRAM rate as a fraction of its HBM's 3.35 TB/s.
+constexpr double kReachedHbmFraction = 3.2 / 3.35;
+
+}  // namespace
+
+Gfx9Facts gfx9_facts(const std::string& arch) {
+  for (const Gfx9Facts& facts : kGfx9Facts) {
+    if (arch == facts.arch) return facts;
+  }
+  return kGfx9Facts[1];
+}
+
+SplitHeuristicConstants gfx9_constants(const DeviceInfo& device) {
+  const Gfx9Facts facts = gfx9_facts(device.arch);
+  SplitHeuristicConstants c;
+  const double flops_per_us_per_cu = facts.attention_tflops * 1e6 / facts.compute_units;
+  const TileConfig wide = gfx9_tile_config(64);
+  c.portable_iteration_us_d64 = 4.0 * wide.block_m * wide.block_n * 64 / flops_per_us_per_cu;
+  c.portable_iteration_us_d128 = 4.0 * wide.block_m * wide.block_n * 128 / flops_per_us_per_cu;
+  const double hbm_bytes_per_us = facts.hbm_tb_per_s * 1e6;
+  const TileConfig narrow = gfx9_tile_config(128, true);
+  const double narrow_block_bytes = 2.0 * narrow.block_n * 128 * kElementBytes;
+  c.narrow_iteration_us = narrow_block_bytes /
+                          (hbm_bytes_per_us / facts.compute_units / c.slots_per_sm_narrow);
+  c.dram_bytes_per_us = hbm_bytes_per_us * kReachedHbmFraction;
+  return c;
 }
 
 }  // namespace flashsplit

@@ -100,6 +100,30 @@ int choose_num_splits(const AttnProblem& problem, const DeviceInfo& device,
 // The G that actually runs for a requested num_splits: 0 -> heuristic, 1 -> 1,
 // >= 2 -> clamped to [1, number of key blocks]. Negative values are rejected before this.
 int resolve_num_splits(int requested, const AttnProblem& problem, const DeviceInfo& device,
-                       const TileConfig& tiles);
+                       const TileConfig& tiles,
+                       const SplitHeuristicConstants& constants = SplitHeuristicConstants{});
+
+// Published figures of an AMD target the gfx9 constants are derived from: its compute units,
+// the dense bf16 rate an attention forward reaches on it (aiter's hand-written forward: 592
+// TFLOPS at d=128 on MI300X, about 1438 on MI355X; MI250X's peak scaled by the same fraction as
+// MI300X's) and its HBM bandwidth.
+struct Gfx9Facts {
+  const char* arch;
+  int compute_units;
+  double attention_tflops;
+  double hbm_tb_per_s;
+};
+// The facts of device.arch (gfx90a: one GCD of an MI250X; gfx942: MI300X; gfx950: MI355X);
+// gfx942's for a target not in the table.
+Gfx9Facts gfx9_facts(const std::string& arch);
+
+// The constants of the gfx9 (MFMA) kernels on a device, DERIVED from gfx9_facts, not measured:
+// a wide tile's key-block iteration is its matrix work (4 * block_m * block_n * d flops) at the
+// reachable rate of one compute unit; a narrow tile's is its K and V bytes at half a compute
+// unit's share of HBM (two such tiles share a unit: slots_per_sm_narrow), which is also how the
+// H100's fitted narrow iteration time relates to its HBM; the DRAM rate is the same fraction of
+// HBM as the H100's fit. The rest (overheads, combine costs, gain thresholds) is the H100 fit.
+// `benchmarks/tune_num_splits.py` refits them on the hardware.
+SplitHeuristicConstants gfx9_constants(const DeviceInfo& device);
 
 }  // namespace flashsplit

@@ -7,4 +7,8 @@ namespace flashsplit {
 
 BuildInfo current_build_info();
 
+// A digest of the sources and options this build was compiled from (setup.py's
+// FLASHSPLIT_BUILD_ID): a verify stamp admits a GPU for the build it was written by only.
+const char* build_id();
+
 }  // namespace flashsplit

@@ -11,7 +11,7 @@ namespace {
 
 pybind11::dict build_info_dict() {
   BuildInfo info = current_build_info();
-  pybind11::list tested;
+  pybind11::list tested;  // built archs this project's GPU suite passed on
   for (int cc : info.archs) {
     if (arch_tested(cc)) tested.append(cc);
   }
@@ -21,6 +21,8 @@ pybind11::dict build_info_dict() {
   d["head_dims"] = info.head_dims;
   d["tested_archs"] = tested;
   d["hopper_kernels_built"] = info.hopper_kernels_built;
+  d["amd_archs"] = info.amd_archs;
+  d["build_id"] = build_id();
   return d;
 }
 
@@ -58,6 +60,9 @@ pybind11::dict explain_plan(const LaunchPlan& plan, const at::Tensor& q, const a
   d["kernel"] = plan.gate.ok ? kernel_family_name(plan.gate.family) : "reference";
   d["num_splits"] = plan.num_splits;
   d["reason"] = plan.gate.reason;
+  // Why the gate trusts (or refuses) the GPU's kernels: "tested", "verified", "override",
+  // "unverified"; "none" where it refused before looking at the GPU.
+  d["verification"] = arch_trust_name(plan.gate.trust);
   d["details"] = plan_details(plan, q, k);
   return d;
 }
@@ -65,10 +70,10 @@ pybind11::dict explain_plan(const LaunchPlan& plan, const at::Tensor& q, const a
 pybind11::dict explain(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                        double dropout_p, int64_t window_left, int64_t window_right,
                        double softcap, bool has_alibi, int64_t num_splits,
-                       bool allow_untested_arch) {
+                       bool arch_verified) {
   check_attention_inputs(q, k, v, num_splits);
   FeatureOptions features{causal, dropout_p, window_left, window_right, softcap, has_alibi};
-  return explain_plan(make_plan(q, k, v, features, num_splits, allow_untested_arch), q, k);
+  return explain_plan(make_plan(q, k, v, features, num_splits, arch_verified), q, k);
 }
 
 // What the launchers ran, in the keys of explain()'s details.
@@ -93,18 +98,18 @@ pybind11::dict record_dict(const LaunchRecord& r) {
 
 std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor& k,
                                            const at::Tensor& v, double softmax_scale, bool causal,
-                                           int64_t num_splits, bool allow_untested_arch) {
-  return native_forward(q, k, v, softmax_scale, causal, num_splits, allow_untested_arch);
+                                           int64_t num_splits, bool arch_verified) {
+  return native_forward(q, k, v, softmax_scale, causal, num_splits, arch_verified);
 }
 
 // The forward with what it planned (explain's form) and what its launchers ran.
 pybind11::tuple forward_recorded(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  double softmax_scale, bool causal, int64_t num_splits,
-                                 bool allow_untested_arch) {
+                                 bool arch_verified) {
   LaunchPlan plan;
   LaunchRecord record;
   auto [out, lse] = native_forward(q, k, v, softmax_scale, causal, num_splits,
-                                   allow_untested_arch, &plan, &record);
+                                   arch_verified, &plan, &record);
   return pybind11::make_tuple(out, lse, explain_plan(plan, q, k), record_dict(record));
 }
 
@@ -118,14 +123,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("explain", &flashsplit::explain, "The plan of a call, without running it.",
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("causal"), py::arg("dropout_p"),
         py::arg("window_left"), py::arg("window_right"), py::arg("softcap"),
-        py::arg("has_alibi"), py::arg("num_splits"), py::arg("allow_untested_arch") = false);
+        py::arg("has_alibi"), py::arg("num_splits"), py::arg("arch_verified") = false);
   m.def("forward", &flashsplit::forward,
         "Native forward: (out, lse). Raises with the gate's reason when it refuses.",
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("softmax_scale"), py::arg("causal"),
-        py::arg("num_splits"), py::arg("allow_untested_arch") = false);
+        py::arg("num_splits"), py::arg("arch_verified") = false);
   m.def("forward_recorded", &flashsplit::forward_recorded,
         "Native forward with its plan and a record of what the launchers ran: "
         "(out, lse, plan, record).",
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("softmax_scale"), py::arg("causal"),
-        py::arg("num_splits"), py::arg("allow_untested_arch") = false);
+        py::arg("num_splits"), py::arg("arch_verified") = false);
 }

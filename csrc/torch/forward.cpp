@@ -46,12 +46,12 @@ AttnFwdParams make_params(const at::Tensor& q, const at::Tensor& k, const at::Te
 std::tuple<at::Tensor, at::Tensor> native_forward(const at::Tensor& q, const at::Tensor& k,
                                                   const at::Tensor& v, double softmax_scale,
                                                   bool causal, int64_t num_splits,
-                                                  bool allow_untested_arch, LaunchPlan* plan_out,
+                                                  bool arch_verified, LaunchPlan* plan_out,
                                                   LaunchRecord* record) {
   check_attention_inputs(q, k, v, num_splits);
   FeatureOptions features;
   features.causal = causal;
-  const LaunchPlan plan = make_plan(q, k, v, features, num_splits, allow_untested_arch);
+  const LaunchPlan plan = make_plan(q, k, v, features, num_splits, arch_verified);
   if (plan_out != nullptr) *plan_out = plan;
   TORCH_CHECK(plan.gate.ok, "flashsplit: the native kernels cannot serve this call: ",
               plan.gate.reason);

@@ -14,7 +14,7 @@ namespace flashsplit {
 std::tuple<at::Tensor, at::Tensor> native_forward(const at::Tensor& q, const at::Tensor& k,
                                                   const at::Tensor& v, double softmax_scale,
                                                   bool causal, int64_t num_splits,
-                                                  bool allow_untested_arch,
+                                                  bool arch_verified,
                                                   LaunchPlan* plan_out = nullptr,
                                                   LaunchRecord* record = nullptr);
 

@@ -68,11 +68,18 @@ DeviceInfo describe_device(const at::Tensor& q) {
   DeviceInfo info;
 #ifdef FLASHSPLIT_WITH_CUDA
   if (q.is_cuda()) {
-    const cudaDeviceProp* prop = at::cuda::getDeviceProperties(q.device().index());
-    info.vendor = Vendor::kNvidia;
-    info.cc = prop->major * 10 + prop->minor;
+    const auto* prop = at::cuda::getDeviceProperties(q.device().index());
     info.sm_count = prop->multiProcessorCount;
     info.smem_per_block_optin = static_cast<int64_t>(prop->sharedMemPerBlockOptin);
+#ifdef FLASHSPLIT_WITH_HIP
+    // gcnArchName reads like "gfx942:sramecc+:xnack-": the target, then its feature flags.
+    const std::string arch = prop->gcnArchName;
+    info.vendor = Vendor::kAmd;
+    info.arch = arch.substr(0, arch.find(':'));
+#else
+    info.vendor = Vendor::kNvidia;
+    info.cc = prop->major * 10 + prop->minor;
+#endif
   }
 #else
   (void)q;
@@ -113,15 +120,16 @@ void check_attention_inputs(const at::Tensor& q, const at::Tensor& k, const at::
 }
 
 LaunchPlan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const FeatureOptions& features, int64_t num_splits, bool allow_untested_arch) {
+                     const FeatureOptions& features, int64_t num_splits, bool arch_verified) {
   if (q.numel() == 0 || k.numel() == 0) {
     LaunchPlan plan;
     plan.gate.reason = "empty inputs (a zero-sized dim) are served by the reference path";
     return plan;
   }
   PlanOptions options;
-  options.allow_untested_arch = allow_untested_arch || env_flag("FLASHSPLIT_ALLOW_UNTESTED_ARCH");
-  options.allow_hopper = !env_flag("FLASHSPLIT_DISABLE_HOPPER");
+  options.gate.allow_untested_arch = env_flag("FLASHSPLIT_ALLOW_UNTESTED_ARCH");
+  options.gate.arch_verified_here = arch_verified;
+  options.gate.allow_hopper = !env_flag("FLASHSPLIT_DISABLE_HOPPER");
   options.allow_tail_split = !env_flag("FLASHSPLIT_DISABLE_TAIL_SPLIT");
   return make_launch_plan(describe(q, k, v, features), describe_device(q),
                           current_build_info(), options, num_splits);

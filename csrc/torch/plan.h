@@ -20,11 +20,12 @@ void check_attention_inputs(const at::Tensor& q, const at::Tensor& k, const at::
                             int64_t num_splits);
 
 // The call's plan (core/plan.h) from the tensors, the device and the environment's switches.
-// Never throws for inputs that passed check_attention_inputs.
-// Environment switches it reads: FLASHSPLIT_ALLOW_UNTESTED_ARCH=1 (admit an untested GPU),
+// Never throws for inputs that passed check_attention_inputs. arch_verified: a verify stamp
+// for this GPU and build exists (the Python layer reads it). Environment switches it reads:
+// FLASHSPLIT_ALLOW_UNTESTED_ARCH=1 (admit an unverified GPU),
 // FLASHSPLIT_DISABLE_HOPPER=1 (the portable kernels serve every call) and
 // FLASHSPLIT_DISABLE_TAIL_SPLIT=1 (unsplit calls run their last round of tiles whole).
 LaunchPlan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const FeatureOptions& features, int64_t num_splits, bool allow_untested_arch);
+                     const FeatureOptions& features, int64_t num_splits, bool arch_verified);
 
 }  // namespace flashsplit

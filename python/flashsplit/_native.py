@@ -2,9 +2,10 @@
 
 import os
 
-from . import _C
+from . import _C, _stamp
 
 _TRUE_WORDS = ("1", "true", "yes", "on")
+_GPU_KERNELS_BUILT = bool(_C.build_info()["gpu_kernels_built"])
 
 
 def env_flag(name):
@@ -16,6 +17,14 @@ def strict_from_env():
     return env_flag("FLASHSPLIT_STRICT")
 
 
+def arch_verified(t):
+    """Whether a verify stamp admits the GPU tensor t lives on (False off the GPU, or where the
+    build has no GPU kernels: the gate refuses those before it looks at the GPU)."""
+    if not t.is_cuda or not _GPU_KERNELS_BUILT:
+        return False
+    return _stamp.verified_here(t.device.index if t.device.index is not None else 0)
+
+
 def gate_decision(q, k, v, causal, dropout_p, window_left, window_right, softcap, has_alibi,
                   num_splits):
     """The call's plan as a plain dict (explain()'s form); runs nothing.
@@ -25,23 +34,21 @@ def gate_decision(q, k, v, causal, dropout_p, window_left, window_right, softcap
     """
     decision = _C.explain(q, k, v, causal, float(dropout_p), window_left,
                           -1 if causal else window_right, float(softcap), has_alibi,
-                          num_splits, env_flag("FLASHSPLIT_ALLOW_UNTESTED_ARCH"))
+                          num_splits, arch_verified(q))
     decision = dict(decision)
     decision["details"] = dict(decision["details"])
     return decision
 
 
 def native_forward(q, k, v, softmax_scale, causal, num_splits):
-    return _C.forward(q, k, v, float(softmax_scale), causal, num_splits,
-                      env_flag("FLASHSPLIT_ALLOW_UNTESTED_ARCH"))
+    return _C.forward(q, k, v, float(softmax_scale), causal, num_splits, arch_verified(q))
 
 
 def native_forward_recorded(q, k, v, softmax_scale, causal, num_splits):
     """(out, lse, plan, record): the forward, the plan it ran (explain()'s form) and what its
     launchers ran (the keys of the plan's details they set)."""
     out, lse, plan, record = _C.forward_recorded(q, k, v, float(softmax_scale), causal,
-                                                 num_splits,
-                                                 env_flag("FLASHSPLIT_ALLOW_UNTESTED_ARCH"))
+                                                 num_splits, arch_verified(q))
     return out, lse, dict(plan), dict(record)
 
 

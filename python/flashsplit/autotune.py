@@ -19,10 +19,10 @@ import warnings
 
 import torch
 
-from . import _native
+from . import _native, _stamp
 
 ENV_FLAG = "FLASHSPLIT_AUTOTUNE"
-CACHE_DIR_ENV = "FLASHSPLIT_CACHE_DIR"
+CACHE_DIR_ENV = _stamp.CACHE_DIR_ENV
 
 # Beside 1 (no split) and the heuristic's own answer: a roughly geometric ladder, so a bucket
 # costs ~14 timings rather than one per possible G.
@@ -87,13 +87,8 @@ def candidate_splits(heuristic_g, sk, block_n):
 # ---------------------------------------------------------------------------- cache file
 
 def cache_dir():
-    """$FLASHSPLIT_CACHE_DIR, else $XDG_CACHE_HOME/flashsplit, else ~/.cache/flashsplit."""
-    explicit = os.environ.get(CACHE_DIR_ENV, "").strip()
-    if explicit:
-        return os.path.expanduser(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    base = xdg if xdg else os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "flashsplit")
+    """The folder of the autotune cache: flashsplit's cache folder (_stamp.cache_dir)."""
+    return _stamp.cache_dir()
 
 
 def device_label(device):

@@ -27,6 +27,18 @@ DeviceInfo h100() { return DeviceInfo{Vendor::kNvidia, 90, 132, 227 * 1024}; }
 
 BuildInfo gpu_build() { return BuildInfo{true, {80, 90}, {64, 128}}; }
 
+GateOptions untested_allowed() {
+  GateOptions options;
+  options.allow_untested_arch = true;
+  return options;
+}
+
+GateOptions verified_here() {
+  GateOptions options;
+  options.arch_verified_here = true;
+  return options;
+}
+
 void expect_refused(const GateDecision& decision, const std::string& words) {
   EXPECT_FALSE(decision.ok);
   EXPECT_EQ(decision.family, KernelFamily::kNone);
@@ -72,11 +84,6 @@ TEST(Gate, RefusesBuildWithoutGpuKernels) {
   BuildInfo build = gpu_build();
   build.gpu_kernels_built = false;
   expect_refused(check_native(admitted_problem(), h100(), build), "built without GPU kernels");
-}
-
-TEST(Gate, RefusesAmdGpus) {
-  DeviceInfo mi300{Vendor::kAmd, 94, 304, 64 * 1024};
-  expect_refused(check_native(admitted_problem(), mi300, gpu_build()), "AMD");
 }
 
 TEST(Gate, RefusesUnknownVendor) {
@@ -194,7 +201,7 @@ TEST(Gate, RefusesDeviceWithoutBinary) {
     build.archs = c.archs;
     DeviceInfo device = h100();
     device.cc = c.cc;
-    GateDecision decision = check_native(admitted_problem(), device, build, true);
+    GateDecision decision = check_native(admitted_problem(), device, build, untested_allowed());
     std::string cc = std::to_string(c.cc / 10) + "." + std::to_string(c.cc % 10);
     expect_refused(decision, "compute capability " + cc);
     expect_refused(decision, "no native kernel binary");
@@ -204,30 +211,78 @@ TEST(Gate, RefusesDeviceWithoutBinary) {
 TEST(Gate, BinaryForLowerArchOfSameMajorRuns) {
   BuildInfo build = gpu_build();
   build.archs = {80};
-  EXPECT_TRUE(build_has_binary_for(build, 80));
-  EXPECT_TRUE(build_has_binary_for(build, 86));
-  EXPECT_TRUE(build_has_binary_for(build, 89));
-  EXPECT_FALSE(build_has_binary_for(build, 90));
-  EXPECT_FALSE(build_has_binary_for(build, 75));
+  for (int cc : {80, 86, 89, 90, 75}) {
+    DeviceInfo device = h100();
+    device.cc = cc;
+    EXPECT_EQ(build_has_binary_for(build, device), cc == 80 || cc == 86 || cc == 89) << cc;
+  }
   DeviceInfo ada = h100();
   ada.cc = 89;
-  GateDecision decision = check_native(admitted_problem(), ada, build, true);
+  GateDecision decision = check_native(admitted_problem(), ada, build, untested_allowed());
   EXPECT_TRUE(decision.ok) << decision.reason;
 }
 
-TEST(Gate, RefusesUntestedArchUnlessAllowed) {
+TEST(Gate, RefusesUnverifiedArchUnlessVerifiedOrAllowed) {
   for (int cc : {80, 86, 89}) {
     DeviceInfo device = h100();
     device.cc = cc;
     GateDecision refused = check_native(admitted_problem(), device, gpu_build());
     std::string cc_text = std::to_string(cc / 10) + "." + std::to_string(cc % 10);
-    expect_refused(refused, "compute capability " + cc_text + " has not been tested");
-    expect_refused(refused, "not tested");
+    expect_refused(refused, "compute capability " + cc_text + " has not been verified");
+    expect_refused(refused, "python -m flashsplit.verify");
     expect_refused(refused, "FLASHSPLIT_ALLOW_UNTESTED_ARCH=1");
-    GateDecision allowed = check_native(admitted_problem(), device, gpu_build(), true);
+    EXPECT_EQ(refused.trust, ArchTrust::kUnverified);
+    GateDecision allowed = check_native(admitted_problem(), device, gpu_build(), untested_allowed());
     EXPECT_TRUE(allowed.ok) << allowed.reason;
     EXPECT_EQ(allowed.family, KernelFamily::kPortableMma);
+    EXPECT_EQ(allowed.trust, ArchTrust::kOverride);
+    GateDecision verified = check_native(admitted_problem(), device, gpu_build(), verified_here());
+    EXPECT_TRUE(verified.ok) << verified.reason;
+    EXPECT_EQ(verified.trust, ArchTrust::kVerifiedHere);
   }
+  // The tested table needs neither; the trust says which case applies.
+  EXPECT_EQ(check_native(admitted_problem(), h100(), gpu_build()).trust, ArchTrust::kTested);
+  EXPECT_EQ(check_native(admitted_problem(), h100(), gpu_build(), untested_allowed()).trust,
+            ArchTrust::kTested);
+  EXPECT_STREQ(arch_trust_name(ArchTrust::kVerifiedHere), "verified");
+  EXPECT_STREQ(arch_trust_name(ArchTrust::kOverride), "override");
+  EXPECT_STREQ(arch_trust_name(ArchTrust::kUnverified), "unverified");
+  EXPECT_STREQ(arch_trust_name(ArchTrust::kTested), "tested");
+}
+
+DeviceInfo mi300x() { return DeviceInfo{Vendor::kAmd, 0, 304, 64 * 1024, "gfx942"}; }
+
+BuildInfo amd_build() {
+  BuildInfo build;
+  build.gpu_kernels_built = true;
+  build.head_dims = {64, 128};
+  build.amd_archs = {"gfx90a", "gfx942", "gfx950"};
+  return build;
+}
+
+TEST(Gate, AmdGpusRunTheMfmaKernelsOnceVerified) {
+  GateDecision refused = check_native(admitted_problem(), mi300x(), amd_build());
+  expect_refused(refused, "gfx942 has not been verified");
+  expect_refused(refused, "python -m flashsplit.verify");
+  GateDecision verified = check_native(admitted_problem(), mi300x(), amd_build(), verified_here());
+  ASSERT_TRUE(verified.ok) << verified.reason;
+  EXPECT_EQ(verified.family, KernelFamily::kPortableMfma);
+  EXPECT_STREQ(kernel_family_name(verified.family), "portable_mfma");
+  EXPECT_EQ(verified.trust, ArchTrust::kVerifiedHere);
+  GateDecision allowed = check_native(admitted_problem(), mi300x(), amd_build(), untested_allowed());
+  EXPECT_TRUE(allowed.ok);
+  EXPECT_EQ(allowed.trust, ArchTrust::kOverride);
+}
+
+TEST(Gate, AmdGpusNeedTheirOwnTargetBuilt) {
+  BuildInfo build = amd_build();
+  build.amd_archs = {"gfx90a", "gfx950"};
+  GateDecision refused = check_native(admitted_problem(), mi300x(), build, untested_allowed());
+  expect_refused(refused, "gfx942 has no native kernel binary in this build");
+  expect_refused(refused, "gfx90a, gfx950");
+  // An NVIDIA-only build has no AMD target at all.
+  expect_refused(check_native(admitted_problem(), mi300x(), gpu_build(), untested_allowed()),
+                 "gfx942 has no native kernel binary in this build (built for none)");
 }
 
 TEST(Gate, TestedArchTableIsTheH100Only) {
@@ -250,7 +305,7 @@ TEST(Gate, ReportsTheFirstProblemInCheckOrder) {
   DeviceInfo device = h100();
   device.cc = 86;
   const char* expected[] = {"dtype", "head dim", "dropout", "window", "softcap", "alibi",
-                            "contiguous", "aligned", "not tested"};
+                            "contiguous", "aligned", "not been verified"};
   for (const char* words : expected) {
     GateDecision decision = check_native(p, device, gpu_build());
     expect_refused(decision, words);
@@ -308,11 +363,12 @@ TEST(GateFamily, FallsBackToPortableWhenHopperIsNotPossible) {
   // Not built for sm_90a.
   EXPECT_EQ(check_native(p, h100(), gpu_build()).family, KernelFamily::kPortableMma);
   // Switched off (FLASHSPLIT_DISABLE_HOPPER=1 in the torch layer).
-  EXPECT_EQ(check_native(p, h100(), hopper_build(), false, /*allow_hopper=*/false).family,
-            KernelFamily::kPortableMma);
+  GateOptions no_hopper;
+  no_hopper.allow_hopper = false;
+  EXPECT_EQ(check_native(p, h100(), hopper_build(), no_hopper).family, KernelFamily::kPortableMma);
   // Another GPU (untested archs allowed so the gate admits it at all).
   DeviceInfo a100{Vendor::kNvidia, 80, 108, 163 * 1024};
-  EXPECT_EQ(check_native(p, a100, hopper_build(), /*allow_untested_arch=*/true).family,
+  EXPECT_EQ(check_native(p, a100, hopper_build(), untested_allowed()).family,
             KernelFamily::kPortableMma);
   // An expanded (stride 0) input TMA cannot describe.
   p.tma_describable = false;

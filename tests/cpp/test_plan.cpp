@@ -134,3 +134,67 @@ TEST(Plan, RequestedSplitsAreClampedToKeyBlocks) {
 
 }  // namespace
 }  // namespace flashsplit
+
+namespace flashsplit {
+namespace {
+
+DeviceInfo mi300x() { return DeviceInfo{Vendor::kAmd, 0, 304, 64 * 1024, "gfx942"}; }
+
+BuildInfo amd_build() {
+  BuildInfo build;
+  build.gpu_kernels_built = true;
+  build.head_dims = {64, 128};
+  build.amd_archs = {"gfx90a", "gfx942", "gfx950"};
+  return build;
+}
+
+LaunchPlan mi300x_plan(const AttnProblem& p, long long requested = 0) {
+  PlanOptions options;
+  options.gate.arch_verified_here = true;
+  return make_launch_plan(p, mi300x(), amd_build(), options, requested);
+}
+
+// The reference design's shapes (aiter's split-KV forward on MI300X, d=64 bf16): split on the
+// first two, keep one split on the fourth, with the gfx9 constants derived from MI300X's
+// published figures.
+TEST(PlanAmd, Mi300xSplitsWhereTheReferenceDesignDoes) {
+  const LaunchPlan small_grid = mi300x_plan(problem(1, 2, 2, 40000, 40000, 64, false));
+  ASSERT_EQ(small_grid.gate.family, KernelFamily::kPortableMfma) << small_grid.gate.reason;
+  EXPECT_GE(small_grid.num_splits, 2);
+  EXPECT_GE(mi300x_plan(problem(1, 16, 16, 128, 65535, 64, false)).num_splits, 2);
+  EXPECT_EQ(mi300x_plan(problem(8, 16, 16, 8192, 8192, 64, false)).num_splits, 1);
+}
+
+TEST(PlanAmd, MfmaPlansRunThePortableGridOnGfx9Tiles) {
+  const LaunchPlan decode = mi300x_plan(problem(8, 32, 8, 1, 16384, 128, false));
+  ASSERT_EQ(decode.gate.family, KernelFamily::kPortableMfma);
+  EXPECT_EQ(decode.tiles.block_m, gfx9_tile_config(128, true).block_m);
+  EXPECT_EQ(decode.forward_grid.y, decode.num_splits);
+  EXPECT_EQ(decode.forward_grid.z, 8 * 8);
+  EXPECT_FALSE(decode.dependent_launch);
+  const LaunchPlan prefill = mi300x_plan(problem(2, 32, 8, 1000, 1000, 64, true), 1);
+  EXPECT_EQ(prefill.tiles.block_m, gfx9_tile_config(64).block_m);
+  EXPECT_EQ(prefill.forward_grid.x, (1000 * 4 + 127) / 128);
+  EXPECT_FALSE(prefill.persistent || prefill.tail.active() || prefill.tile_counter);
+}
+
+TEST(PlanAmd, Gfx9ConstantsComeFromEachTargetsFacts) {
+  const SplitHeuristicConstants mi300 = gfx9_constants(mi300x());
+  // 4 * 128 * 64 * 64 flops at 592 TFLOPS over 304 compute units.
+  EXPECT_NEAR(mi300.portable_iteration_us_d64, 4.0 * 128 * 64 * 64 / (592e6 / 304), 1e-9);
+  EXPECT_NEAR(mi300.portable_iteration_us_d128, 2 * mi300.portable_iteration_us_d64, 1e-9);
+  EXPECT_NEAR(mi300.dram_bytes_per_us, 5.3e6 * 3.2 / 3.35, 1e-3);
+  DeviceInfo mi355 = mi300x();
+  mi355.arch = "gfx950";
+  EXPECT_LT(gfx9_constants(mi355).portable_iteration_us_d64, mi300.portable_iteration_us_d64);
+  EXPECT_GT(gfx9_constants(mi355).dram_bytes_per_us, mi300.dram_bytes_per_us);
+  DeviceInfo unknown = mi300x();
+  unknown.arch = "gfx9xx";
+  EXPECT_EQ(gfx9_constants(unknown).dram_bytes_per_us, mi300.dram_bytes_per_us);
+  // The NVIDIA families keep the H100 fit.
+  EXPECT_EQ(constants_for(KernelFamily::kHopperWgmma, h100()).dram_bytes_per_us,
+            SplitHeuristicConstants{}.dram_bytes_per_us);
+}
+
+}  // namespace
+}  // namespace flashsplit
