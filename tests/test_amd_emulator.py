@@ -1,0 +1,211 @@
+"""The AMD build of the split-KV combine, executed on a CPU emulator of the CDNA ISA.
+
+combine_kernel.cu is compiled for gfx942 and gfx950 (amd_toolchain.py) and launched as its
+launcher launches it (same grid, block and arguments: AttnFwdParams packed from the real header,
+lanes from core/combine_math.h's combine_lanes) on the emulator (amd_emulator.py), under the
+default and the reversed wave order, with poisoned registers and LDS and poisoned outputs. The
+result is compared with a float64 reference of the combine's definition.
+
+Runs where FLASHSPLIT_AMD_EMU names the emulator harness; skips with that reason elsewhere.
+The layout check of AttnFwdParams runs everywhere (it needs only g++).
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+import amd_emulator as emu
+import amd_toolchain as tc
+
+COMBINE = os.path.join(tc.CSRC, "kernels", "combine_kernel.cu")
+SPLITS = (2, 5, 17, 64)
+HEAD_DIMS = (64, 128)
+DTYPES = ("bf16", "fp16")
+ORDERS = ("fwd", "rev")
+# Output poison: a NaN pattern the kernel never writes (it writes the canonical quiet NaN).
+POISON16, POISON32 = 0xFFFF, 0xFFFFFFFF
+
+
+def test_attn_params_layout_matches_header():
+    facts = emu.host_facts()  # raises LayoutError on any drift between PARAM_FIELDS and the header
+    assert facts["sizeof"] % facts["alignof"] == 0
+    packed = emu.attn_params({"b": 2, "num_splits": 5, "elem": "ElemType::kFloat16"}, {"out": "o"})
+    assert len(packed.data) == facts["sizeof"]
+    assert packed.pointers == {facts["fields"]["out"][0]: "o"}
+
+
+# ---- cases and reference ---------------------------------------------------------------------------
+
+def _shape(splits):
+    # Odd row counts (b * h * sq); fewer rows where each row has many splits.
+    return (1, 3, 5) if splits >= 17 else (1, 3, 7)
+
+
+def make_case(splits, d, seed):
+    """Partials of rows = b * h * sq query rows. Row 0: every split saw no key (-inf, partials
+    unwritten: NaN garbage). Row 1: one split's LSE is NaN. Row 2: one split saw keys. Row 3: LSEs
+    far apart. Elsewhere a fifth of the splits saw no key. The garbage of skipped splits is NaN,
+    so reading it into the sums would show."""
+    rng = np.random.default_rng(seed)
+    b, h, sq = _shape(splits)
+    rows = b * h * sq
+    lse = rng.normal(0.0, 3.0, (splits, rows)).astype(np.float32)
+    o = rng.normal(0.0, 1.0, (splits, rows, d)).astype(np.float32)
+    empty = rng.random((splits, rows)) < 0.2
+    empty[:, 0] = True
+    empty[:, 2] = True
+    empty[rng.integers(splits), 2] = False
+    lse[empty] = -np.inf
+    o[empty] = np.nan
+    lse[rng.integers(splits), 1] = np.nan
+    if rows > 3:
+        lse[:, 3] = np.where(empty[:, 3], -np.inf, rng.uniform(-40, 40, splits)).astype(np.float32)
+    return (b, h, sq), lse, o
+
+
+def reference(lse, o):
+    """float64 combine: LSE = log sum_g exp(LSE_g), O = sum_g exp(LSE_g - LSE) O_g; NaN if a
+    split's LSE is NaN; O = 0 and LSE = -inf where no split saw a key."""
+    splits, rows, d = o.shape
+    out = np.zeros((rows, d))
+    out_lse = np.full(rows, -np.inf)
+    for r in range(rows):
+        l64 = lse[:, r].astype(np.float64)
+        if np.isnan(l64).any():
+            out[r], out_lse[r] = np.nan, np.nan
+            continue
+        seen = l64 > -np.inf
+        if not seen.any():
+            continue
+        m = l64[seen].max()
+        w = np.exp(l64[seen] - m)
+        out_lse[r] = m + np.log(w.sum())
+        out[r] = (w[:, None] * o[seen, r].astype(np.float64)).sum(0) / w.sum()
+    return out, out_lse
+
+
+def _to_float(bits, dtype):
+    if dtype == "bf16":
+        return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return bits.view(np.float16).astype(np.float64)
+
+
+# ---- launches ---------------------------------------------------------------------------------------------
+
+def combine_launch(code_object, symbol, max_threads, dtype, d, splits, order, seed):
+    (b, h, sq), lse, o = make_case(splits, d, seed)
+    rows = b * h * sq
+    # The output has a padded row stride; the padding keeps its poison.
+    row_stride = h * d + 8
+    facts = emu.host_facts()
+    lanes = facts["combine_lanes"][(splits, d)]
+    rows_per_block = max_threads // (d // 4 * lanes)
+    buffers = {
+        "o_accum": np.ascontiguousarray(o.reshape(-1)),
+        "lse_accum": np.ascontiguousarray(lse.reshape(-1)),
+        "out": np.full(b * sq * row_stride, POISON16, np.uint16),
+        "lse": np.full(rows, POISON32, np.uint32),
+    }
+    params = emu.attn_params(
+        {"elem": "ElemType::kBFloat16" if dtype == "bf16" else "ElemType::kFloat16",
+         "kernel": "FwdKernel::kPortable", "b": b, "sq": sq, "sk": 1, "h": h, "hk": h, "d": d,
+         "num_splits": splits, "softmax_scale": 1.0, "cc": 0,
+         "o_batch_stride": sq * row_stride, "o_row_stride": row_stride, "o_head_stride": d},
+        {"out": "out", "lse": "lse", "o_accum": "o_accum", "lse_accum": "lse_accum"})
+    lanes_log2 = lanes.bit_length() - 1
+    launch = emu.Launch(code_object, symbol, grid=(-(-rows // rows_per_block), 1, 1),
+                        block=(max_threads, 1, 1),
+                        args=[params, emu.Value(int(lanes_log2).to_bytes(4, "little"))],
+                        buffers=buffers, order=order, poison=True,
+                        label=f"{dtype} d={d} G={splits} {order}")
+    expect = reference(lse, o)
+    return launch, (b, h, sq, row_stride), expect
+
+
+def check_combine(launch, shape, expect, dtype):
+    """Problems found in a finished launch (empty when it matches the reference)."""
+    b, h, sq, row_stride = shape
+    d = expect[0].shape[1]
+    out_bits = launch.buffers["out"].reshape(b, sq, row_stride)
+    lse_bits = launch.buffers["lse"]
+    problems = []
+    pad = out_bits[:, :, h * d:]
+    if np.any(pad != POISON16):
+        problems.append("wrote into the output's row padding")
+    body = out_bits[:, :, :h * d].reshape(b, sq, h, d).transpose(0, 2, 1, 3).reshape(-1, d)
+    if np.any(body == POISON16) or np.any(lse_bits == POISON32):
+        problems.append("left poisoned outputs unwritten")
+    got = _to_float(body, dtype)
+    got_lse = lse_bits.view(np.float32).astype(np.float64)
+    ref, ref_lse = expect
+    if np.any(np.isnan(got) != np.isnan(ref)) or np.any(np.isnan(got_lse) != np.isnan(ref_lse)):
+        problems.append("NaN where the reference has none, or a number where it has NaN")
+    if np.any(np.isneginf(got_lse) != np.isneginf(ref_lse)):
+        problems.append("-inf LSE mismatch")
+    empty = np.isneginf(ref_lse)
+    if np.any(got[empty] != 0):
+        problems.append("rows that saw no key are not 0")
+    finite = ~np.isnan(ref) & ~np.isnan(got)
+    rtol = 2.0 ** -8 if dtype == "bf16" else 2.0 ** -10  # one 16-bit rounding, with margin
+    out_err = np.max(np.abs(got - ref)[finite] / (np.abs(ref[finite]) * rtol + 1e-5), initial=0)
+    lse_ok = np.isfinite(ref_lse) & np.isfinite(got_lse)
+    lse_diff = np.abs(got_lse[lse_ok] - ref_lse[lse_ok])
+    lse_err = np.max(lse_diff / (1e-5 * (1 + np.abs(ref_lse[lse_ok]))), initial=0)
+    if out_err > 1:
+        problems.append(f"output error {out_err:.2f} x tolerance")
+    if lse_err > 1:
+        problems.append(f"LSE error {lse_err:.2f} x tolerance")
+    abs_err = np.max(np.abs(got - ref)[finite], initial=0)
+    return problems, abs_err, np.max(lse_diff, initial=0)
+
+
+def test_combine_on_emulator(tmp_path, capsys):
+    python, emu_dir, why = emu.find_emulator()
+    if python is None:
+        pytest.skip(why)
+    launches, checks = [], []
+    for target in emu.EMU_TARGETS:
+        compiler, why = tc.find_compiler(target)
+        if compiler is None:
+            tc.missing_compiler_outcome(why)
+        build = tc.compile_source(COMBINE, target, str(tmp_path))
+        kernels = {k["name"]: k for k in tc.kernel_metadata(build.code_object)}
+        names = tc.demangle(list(kernels))
+        for dtype in DTYPES:
+            for d in HEAD_DIMS:
+                elem = "__hip_bfloat16" if dtype == "bf16" else "__half"
+                symbol = next(n for n, dm in names.items()
+                              if f"combine_kernel<{elem}, {d}>" in dm)
+                max_threads = kernels[symbol]["max_flat_workgroup_size"]
+                for splits in SPLITS:
+                    for order in ORDERS:
+                        launch, shape, expect = combine_launch(
+                            build.code_object, symbol, max_threads, dtype, d, splits, order,
+                            seed=1000 * splits + d + (dtype == "fp16"))
+                        launch.label = f"{target} " + launch.label
+                        launches.append(launch)
+                        checks.append((shape, expect, dtype))
+    results = emu.run_launches(launches)
+
+    header = f"{'target':7} {'dtype':5} {'d':>4} {'G':>3} {'rows':>4} {'order':5} " \
+             f"{'|out-ref|':>10} {'|lse-ref|':>10} {'wave insts':>10} {'s':>6}  result"
+    lines, failures = [header], []
+    for launch, result, (shape, expect, dtype) in zip(launches, results, checks):
+        target, rest = launch.label.split(" ", 1)
+        _, d, splits, order = rest.split(" ")
+        rows = expect[1].shape[0]
+        if not result.ok:
+            lines.append(f"{target:7} {dtype:5} {d[2:]:>4} {splits[2:]:>3} {rows:>4} {order:5} "
+                         f"{'':>10} {'':>10} {'':>10} {'':>6}  ERROR {result.error[:200]}")
+            failures.append(f"{launch.label}: {result.error}")
+            continue
+        problems, out_err, lse_err = check_combine(launch, shape, expect, dtype)
+        lines.append(f"{target:7} {dtype:5} {d[2:]:>4} {splits[2:]:>3} {rows:>4} {order:5} "
+                     f"{out_err:10.2e} {lse_err:10.2e} {result.wave_insts:10d} "
+                     f"{result.wall_s:6.2f}  {'PASS' if not problems else 'FAIL ' + '; '.join(problems)}")
+        if problems:
+            failures.append(f"{launch.label}: {'; '.join(problems)}")
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+    assert not failures, "\n".join(failures)
