@@ -14,6 +14,7 @@ A missing compiler skips with the reason; under CI (CI set) it fails instead.
 """
 
 import fnmatch
+import os
 from dataclasses import dataclass
 
 import pytest
@@ -174,3 +175,21 @@ def test_every_kernel_name_pattern_is_reachable():
         for earlier in BUDGETS[:i]:
             assert not fnmatch.fnmatchcase(later.pattern, earlier.pattern), (later, earlier)
 
+
+
+@pytest.mark.parametrize("target", tc.TARGETS)
+def test_gfx9_headers_compile_to_mfma(target, out_dir):
+    # gfx9/mfma.h over mfma_layout.h, as device code on every target (the emulator test runs
+    # the same probe on gfx942 and gfx950): one MFMA per kernel, nothing spilled.
+    compiler, why = tc.find_compiler(target)
+    if compiler is None:
+        tc.missing_compiler_outcome(why)
+    probe = os.path.join(tc.REPO, "tests", "amd", "mfma_probe.hip")
+    build = tc.compile_source(probe, target, out_dir, extra_flags=["-Wall", "-Wextra", "-Werror"])
+    kernels = tc.kernel_metadata(build.code_object)
+    with open(build.assembly) as f:
+        code = tc.read_assembly(f.read())
+    assert len(kernels) == (8 if target == "gfx950" else 4)
+    for k in kernels:
+        assert code[k["name"]].mfma == 1, k["name"]
+        assert k.get("private_segment_fixed_size", 0) == 0 and k.get("vgpr_spill_count", 0) == 0

@@ -209,3 +209,62 @@ def test_combine_on_emulator(tmp_path, capsys):
     with capsys.disabled():
         print("\n" + "\n".join(lines))
     assert not failures, "\n".join(failures)
+
+
+# ---- MFMA layouts on the emulator -------------------------------------------------------------------
+
+MFMA_PROBE = os.path.join(tc.REPO, "tests", "amd", "mfma_probe.hip")
+# mfma_layout.h's Mfma enumerators, in order: (m, n, k).
+MFMA_SHAPES = ((32, 32, 8), (16, 16, 16), (16, 16, 32), (32, 32, 16))
+
+
+def _bits16(values, dtype):
+    if dtype == "bf16":
+        return (values.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    return values.astype(np.float16).view(np.uint16)
+
+
+def test_mfma_layouts_on_emulator(tmp_path, capsys):
+    """gfx9/mfma.h driven by mfma_layout.h's maps (tests/amd/mfma_probe.hip) multiplies
+    exactly-representable matrices exactly, for every MFMA shape the target has."""
+    python, emu_dir, why = emu.find_emulator()
+    if python is None:
+        pytest.skip(why)
+    rng = np.random.default_rng(3)
+    launches, expected = [], []
+    for target in emu.EMU_TARGETS:
+        compiler, why = tc.find_compiler(target)
+        if compiler is None:
+            tc.missing_compiler_outcome(why)
+        build = tc.compile_source(MFMA_PROBE, target, str(tmp_path), extra_flags=[f"-I{tc.REPO}"])
+        names = tc.demangle([k["name"] for k in tc.kernel_metadata(build.code_object)])
+        for symbol, demangled in sorted(names.items(), key=lambda kv: kv[1]):
+            index = int(demangled.split("(flashsplit::gfx9::Mfma)")[1][0])
+            dtype = "bf16" if "bfloat16" in demangled else "fp16"
+            m, n, k = MFMA_SHAPES[index]
+            # Small integers times powers of two: every product and sum is exact in fp32.
+            a = rng.integers(-4, 5, (m, k)) * 2.0 ** rng.integers(-1, 2, (m, k))
+            b = rng.integers(-4, 5, (k, n)) * 2.0 ** rng.integers(-1, 2, (k, n))
+            buffers = {"a": _bits16(a, dtype).reshape(-1), "b": _bits16(b, dtype).reshape(-1),
+                       "d": np.full(m * n, np.nan, np.float32)}
+            launches.append(emu.Launch(build.code_object, symbol, grid=(1, 1, 1), block=(64, 1, 1),
+                                       args=[emu.Buffer("a"), emu.Buffer("b"), emu.Buffer("d")],
+                                       buffers=buffers, order="fwd", poison=True,
+                                       label=f"{target} {m}x{n}x{k} {dtype}"))
+            expected.append(a @ b)
+    results = emu.run_launches(launches)
+    lines, failures = [f"{'MFMA (layouts + gfx9/mfma.h)':34} {'wrong':>7} {'wave insts':>10}  result"], []
+    for launch, result, want in zip(launches, results, expected):
+        if not result.ok:
+            failures.append(f"{launch.label}: {result.error}")
+            lines.append(f"{launch.label:34} {'':>7} {'':>10}  ERROR {result.error[:200]}")
+            continue
+        got = launch.buffers["d"].reshape(want.shape).astype(np.float64)
+        wrong = int(np.sum(~(got == want)))  # NaN counts as wrong
+        lines.append(f"{launch.label:34} {wrong:>4}/{want.size:<4} {result.wave_insts:10d}  "
+                     f"{'PASS' if wrong == 0 else 'FAIL'}")
+        if wrong:
+            failures.append(f"{launch.label}: {wrong} of {want.size} entries differ from A @ B")
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+    assert not failures, "\n".join(failures)
