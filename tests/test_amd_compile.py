@@ -193,3 +193,17 @@ def test_gfx9_headers_compile_to_mfma(target, out_dir):
     for k in kernels:
         assert code[k["name"]].mfma == 1, k["name"]
         assert k.get("private_segment_fixed_size", 0) == 0 and k.get("vgpr_spill_count", 0) == 0
+
+
+@pytest.mark.parametrize("target", tc.TARGETS)
+def test_hip_shim_probe_compiles(target, out_dir):
+    # Every part of hip_shim.h that platform.h exposes, as device code on every target (the
+    # emulator test runs it on gfx942 and gfx950).
+    compiler, why = tc.find_compiler(target)
+    if compiler is None:
+        tc.missing_compiler_outcome(why)
+    probe = os.path.join(tc.REPO, "tests", "amd", "shim_probe.hip")
+    build = tc.compile_source(probe, target, out_dir, extra_flags=["-Wall", "-Wextra", "-Werror"])
+    (kernel,) = tc.kernel_metadata(build.code_object)
+    assert kernel.get("private_segment_fixed_size", 0) == 0
+    assert kernel.get("group_segment_fixed_size") == 128 * 4  # the probe's __shared__ mirror

@@ -268,3 +268,96 @@ def test_mfma_layouts_on_emulator(tmp_path, capsys):
     with capsys.disabled():
         print("\n" + "\n".join(lines))
     assert not failures, "\n".join(failures)
+
+
+# ---- the HIP shim on the emulator ---------------------------------------------------------------------
+
+SHIM_PROBE = os.path.join(tc.REPO, "tests", "amd", "shim_probe.hip")
+
+
+def _special_inputs(n, rng):
+    x = rng.normal(0.0, 4.0, n).astype(np.float32)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 65504.0, 70000.0, 1e-8,
+                        -1e-30, 3.0e38, 2.0 ** -24, 2.0 ** -25, 88.0, -104.0], np.float32)
+    x[:special.size] = special
+    # Ties and near-ties of both 16-bit formats: 1 + 2^-8 (bf16 tie, rounds to even: 1),
+    # 1 + 3 * 2^-8 (bf16 tie, rounds up), 1 + 2^-11 (fp16 tie), 1 + 2^-11 + 2^-20 (above it).
+    ties = np.array([1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -11, 1 + 2 ** -11 + 2 ** -20,
+                     -(1 + 2 ** -8), 1 + 2 ** -8 + 2 ** -20], np.float32)
+    x[special.size:special.size + ties.size] = ties
+    return x
+
+
+def test_hip_shim_on_emulator(tmp_path):
+    python, emu_dir, why = emu.find_emulator()
+    if python is None:
+        pytest.skip(why)
+    grid, block = (3, 2, 2), (32, 2, 2)
+    threads, blocks = 128, 12
+    n = threads * blocks
+    x = _special_inputs(n, np.random.default_rng(5))
+    launches = []
+    for target in emu.EMU_TARGETS:
+        compiler, why = tc.find_compiler(target)
+        if compiler is None:
+            tc.missing_compiler_outcome(why)
+        build = tc.compile_source(SHIM_PROBE, target, str(tmp_path))
+        (kernel,) = tc.kernel_metadata(build.code_object)
+        buffers = {"x": x.copy(), "ids": np.full(n * 12, 0xFFFFFFFF, np.uint32),
+                   "shuffled": np.full(n * 7, np.nan, np.float32),
+                   "bf16": np.full(n, 0xFFFF, np.uint16), "fp16": np.full(n, 0xFFFF, np.uint16),
+                   "math": np.full(n * 4, np.nan, np.float32)}
+        launches.append(emu.Launch(build.code_object, kernel["name"], grid=grid, block=block,
+                                   args=[emu.Buffer(b) for b in ("x", "ids", "shuffled", "bf16",
+                                                                 "fp16", "math")],
+                                   buffers=buffers, order="rev", poison=True, label=target))
+    results = emu.run_launches(launches)
+    for launch, result in zip(launches, results):
+        assert result.ok, f"{launch.label}: {result.error}"
+        out = launch.buffers
+        g = np.arange(n)
+        block_id, local = g // threads, g % threads
+        tx, ty, tz = local % 32, local // 32 % 2, local // 64
+        bx, by, bz = block_id % 3, block_id // 3 % 2, block_id // 6
+        want_ids = np.stack([tx, ty, tz, bx, by, bz] + [np.full(n, v) for v in block + grid], 1)
+        np.testing.assert_array_equal(out["ids"].reshape(n, 12), want_ids, err_msg=launch.label)
+        # Shuffles: lanes are the workgroup's threads in order, 64 to a wave.
+        v = (block_id * threads + (threads - 1 - local)).astype(np.float64)
+        lane = local % 64
+        wave_base = g - lane
+        def at(lanes):
+            return v[wave_base + lanes]
+        sh = out["shuffled"].reshape(n, 7).astype(np.float64)
+        np.testing.assert_array_equal(sh[:, 0], v, err_msg=launch.label)
+        np.testing.assert_array_equal(sh[:, 1], at(lane ^ 1), err_msg=launch.label)
+        np.testing.assert_array_equal(sh[:, 2], at(lane ^ 8), err_msg=launch.label)
+        np.testing.assert_array_equal(sh[:, 3], at(lane ^ 32), err_msg=launch.label)
+        np.testing.assert_array_equal(sh[:, 4], wave_base + (lane ^ 3), err_msg=launch.label)
+        np.testing.assert_array_equal(sh[:, 5], at(lane ^ 4), err_msg=launch.label)
+        np.testing.assert_array_equal(sh[:, 6], v, err_msg=launch.label)
+        # Conversions: round to nearest even; NaN stays NaN; overflow goes to infinity.
+        with np.errstate(over="ignore"):
+            want_fp16 = x.astype(np.float16)
+        got_fp16 = out["fp16"].view(np.float16)
+        nan = np.isnan(x)
+        assert np.all(np.isnan(got_fp16[nan])), launch.label
+        np.testing.assert_array_equal(got_fp16[~nan].view(np.uint16), want_fp16[~nan].view(np.uint16),
+                                      err_msg=launch.label)
+        bits = x.view(np.uint32).astype(np.uint64)
+        want_bf16 = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)  # RNE
+        got_bf16 = out["bf16"]
+        assert np.all((got_bf16[nan] & 0x7F80) == 0x7F80) and np.all(got_bf16[nan] & 0x7F), launch.label
+        np.testing.assert_array_equal(got_bf16[~nan], want_bf16[~nan], err_msg=launch.label)
+        # Float math against float64, to a few float ulps (the AMDGPU expansions are ~1 ulp).
+        m = out["math"].reshape(n, 4).astype(np.float64)
+        x64 = x.astype(np.float64)
+        with np.errstate(all="ignore"):
+            want = np.stack([np.exp(x64), np.log(np.abs(x64)), np.exp2(np.fmin(x64, 100.0)),
+                             np.log2(np.fmax(x64, 1e-30))], 1).astype(np.float32).astype(np.float64)
+        same_class = (np.isnan(m) == np.isnan(want)) & (np.isinf(m) == np.isinf(want))
+        assert same_class.all(), f"{launch.label}: NaN/inf differ at {np.argwhere(~same_class)[:5]}"
+        finite = np.isfinite(want)
+        ulp = np.spacing(np.abs(want[finite]).astype(np.float32)).astype(np.float64)
+        err = np.abs(m[finite] - want[finite]) / ulp
+        assert err.max() <= 4, f"{launch.label}: float math off by {err.max():.1f} ulp"
+        assert np.array_equal(m[~finite], want[~finite], equal_nan=True), launch.label
