@@ -4,9 +4,10 @@ The emulator (tinygrad's CDNA emulator behind a launch harness, emu_run.py) live
 repository and runs in its own Python, so a launch is described here, run in a child process
 of that Python (this file's `child_main`), and its buffers come back:
 
+    params = attn_params({"b": 1, "h": 3, ...}, {"out": "out", ...})   # AttnFwdParams
     launch = Launch(code_object, kernel_symbol, grid=(gx, 1, 1), block=(128, 1, 1),
-                    args=[StructArg(params_bytes, {offset: "out", ...}), Value(i32(3))],
-                    buffers={"out": np.full(n, 0xFFFF, np.uint16), ...})
+                    args=[params, Value((3).to_bytes(4, "little")), Buffer("lse")],
+                    buffers={"out": np.full(n, 0xFFFF, np.uint16), "lse": ...})
     results = run_launches([launch, ...])       # buffers updated in place, stats returned
 
 Any kernel plugs in: symbol, grid, block, dynamic LDS, a subset of workgroups, the wave order
