@@ -1,6 +1,6 @@
 // The one place that names the GPU runtime: nvcc builds against CUDA, hipcc against HIP.
 // Kernel code uses only the gpu* names below, so portable kernels (combine, dispatch) compile
-// for either; matrix-core code lives in per-target folders (sm80/ today).
+// for either; matrix-core code lives in per-target folders (sm80/, sm90/, gfx9/).
 #pragma once
 
 #include <stdexcept>
