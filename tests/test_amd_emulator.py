@@ -211,6 +211,46 @@ def test_combine_on_emulator(tmp_path, capsys):
     assert not failures, "\n".join(failures)
 
 
+def test_workgroup_subset_on_emulator(tmp_path):
+    """A launch of a few workgroups of a grid (how large attention grids are sampled): those
+    workgroups' rows are combined, every other row keeps its poison."""
+    python, emu_dir, why = emu.find_emulator()
+    if python is None:
+        pytest.skip(why)
+    compiler, why = tc.find_compiler("gfx942")
+    if compiler is None:
+        tc.missing_compiler_outcome(why)
+    build = tc.compile_source(COMBINE, "gfx942", str(tmp_path))
+    kernels = {k["name"]: k for k in tc.kernel_metadata(build.code_object)}
+    symbol = next(n for n, dm in tc.demangle(list(kernels)).items()
+                  if "combine_kernel<__hip_bfloat16, 128>" in dm)
+    launch, shape, expect = combine_launch(build.code_object, symbol,
+                                           kernels[symbol]["max_flat_workgroup_size"], "bf16", 128,
+                                           64, "rev", seed=9)
+    last = launch.grid[0] - 1
+    launch.workgroups = [(0, 0, 0), (last, 0, 0)]
+    (result,) = emu.run_launches([launch])
+    assert result.ok, result.error
+    assert result.workgroups == 2
+    b, h, sq, row_stride = shape
+    d = 128
+    lanes = emu.host_facts()["combine_lanes"][(64, d)]
+    rows_per_block = launch.block[0] // (d // 4 * lanes)
+    ran = set(range(rows_per_block)) | set(range(last * rows_per_block, b * h * sq))
+    body = launch.buffers["out"].reshape(b, sq, row_stride)[:, :, :h * d]
+    body = body.reshape(b, sq, h, d).transpose(0, 2, 1, 3).reshape(-1, d)
+    for row in range(b * h * sq):
+        written = np.all(body[row] != POISON16) and launch.buffers["lse"][row] != POISON32
+        untouched = np.all(body[row] == POISON16) and launch.buffers["lse"][row] == POISON32
+        assert (written if row in ran else untouched), f"row {row}"
+    ref, ref_lse = expect
+    got = _to_float(body[sorted(ran)], "bf16")
+    want = ref[sorted(ran)]
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert np.all(np.abs(got[ok] - want[ok]) <= np.abs(want[ok]) * 2.0 ** -8 + 1e-5)
+
+
 # ---- MFMA layouts on the emulator -------------------------------------------------------------------
 
 MFMA_PROBE = os.path.join(tc.REPO, "tests", "amd", "mfma_probe.hip")
