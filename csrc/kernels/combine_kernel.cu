@@ -50,14 +50,17 @@ __global__ void __launch_bounds__(kCombineThreads)
       fold_split(fold, acc, lse_g[i], o_g, 4);
     }
   }
+  // lanes is a power of two of at most 8 (combine_lanes) and a column group's lanes are
+  // adjacent threads aligned to it, so every exchange below stays inside one group, on a 32-lane
+  // warp and a 64-lane wavefront alike: the same arithmetic on both.
   for (int offset = 1; offset < lanes; offset *= 2) {
     SplitFold other;
-    other.m = __shfl_xor_sync(0xffffffffu, fold.m, offset);
-    other.l = __shfl_xor_sync(0xffffffffu, fold.l, offset);
-    other.nan = __shfl_xor_sync(0xffffffffu, static_cast<int>(fold.nan), offset) != 0;
+    other.m = lane_shfl_xor(fold.m, offset);
+    other.l = lane_shfl_xor(fold.l, offset);
+    other.nan = lane_shfl_xor(static_cast<int>(fold.nan), offset) != 0;
     float other_acc[4];
 #pragma unroll
-    for (int c = 0; c < 4; ++c) other_acc[c] = __shfl_xor_sync(0xffffffffu, acc[c], offset);
+    for (int c = 0; c < 4; ++c) other_acc[c] = lane_shfl_xor(acc[c], offset);
     merge_folds(fold, acc, other, other_acc, 4);
   }
   if (!valid || lane != 0) return;

@@ -1,6 +1,6 @@
 // The one place that names the GPU runtime: nvcc builds against CUDA, hipcc against HIP.
 // Kernel code uses only the gpu* names below, so portable kernels (combine, dispatch) compile
-// for either; matrix-core code lives in per-target folders (sm80/ today).
+// for either; matrix-core code lives in per-target folders (sm80/, sm90/, gfx9/).
 #pragma once
 
 #include <stdexcept>
@@ -8,9 +8,18 @@
 #include <utility>
 
 #if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+#if defined(FLASHSPLIT_HIP_SHIM)
+// clang without ROCm (-nogpuinc -nogpulib): the project's own subset of the same API.
+#include "kernels/hip_shim.h"
+#else
 #include <hip/hip_bf16.h>
 #include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
+#endif
+// The HIP kernels are written for wave64 (kWarpSize below): the gfx9 (CDNA) family.
+#if defined(__HIP_DEVICE_COMPILE__) && !defined(__GFX9__)
+#error "flashsplit's HIP kernels target gfx9 (CDNA, wave64) only"
+#endif
 using gpuStream_t = hipStream_t;
 using gpuError_t = hipError_t;
 using gpu_bf16_t = __hip_bfloat16;
@@ -94,6 +103,28 @@ void launch_after_prior_grid(bool dependent, void (*kernel)(Params...), dim3 gri
   config.numAttrs = dependent ? 1 : 0;
   gpu_check(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...),
             "cudaLaunchKernelEx", __FILE__, __LINE__);
+#endif
+}
+
+}  // namespace flashsplit
+
+// Lanes that run in lockstep and exchange registers: a CUDA warp, or an AMD gfx9 wavefront.
+namespace flashsplit {
+
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+constexpr int kWarpSize = 64;
+#else
+constexpr int kWarpSize = 32;
+#endif
+
+// Butterfly exchange: lane i receives x of lane i ^ offset (0 < offset < kWarpSize). Every lane
+// of the warp must reach the call (the CUDA form names them all in its mask).
+template <class T>
+__device__ __forceinline__ T lane_shfl_xor(T x, int offset) {
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+  return __shfl_xor(x, offset);
+#else
+  return __shfl_xor_sync(0xffffffffu, x, offset);
 #endif
 }
 
