@@ -39,11 +39,18 @@ BUDGETS = (
                "MI300X's 304 CUs, several times the ~5-11 MB that 5.3 TB/s needs at 1-2 us of "
                "loaded HBM latency. It compiles to 6 today (77-78 VGPRs); below 4 (over 128 "
                "VGPRs) its registers would have doubled."),
-    Budget("flashsplit::gfx9::*", matrix=True, min_waves=2,
-           why="Attention tiles of the gfx9 policy: two waves per SIMD let one wave's softmax "
-               "(VALU, exp2) and LDS reads overlap the other's MFMAs, which the portable "
-               "algorithm relies on instead of hand-scheduled ping-pong. A tile tuned for one "
-               "wave per SIMD (decode, d = 256) gets its own entry above this one."),
+    Budget("flashsplit::portable::portable_fwd_kernel<flashsplit::gfx9::Policy<*, true>, *",
+           matrix=True, min_waves=1,
+           why="The narrow decode tile (one wave, 16 rows): its workgroup keeps a whole 64-key "
+               "block of K and V in flight in registers (32 KiB at d = 128) and takes 32 KiB of "
+               "LDS, so LDS admits two per compute unit, fewer waves than one per SIMD; more "
+               "waves per SIMD from registers would find no LDS to run with."),
+    Budget("flashsplit::portable::portable_fwd_kernel<flashsplit::gfx9::Policy<*, false>, *",
+           matrix=True, min_waves=2,
+           why="Wide attention tiles of the gfx9 policy: two waves per SIMD (two workgroups of "
+               "four waves per compute unit, 32 KiB of LDS each) let one wave's softmax (VALU, "
+               "exp2) and LDS reads overlap the other's MFMAs, which the portable algorithm "
+               "relies on instead of hand-scheduled ping-pong."),
 )
 
 

@@ -21,12 +21,14 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
 }
 
 // The gfx9 policy (MFMA, wave64). Wide tiles: four waves of 32 query rows (one 32-column MFMA
-// block each) over 64-key blocks, two workgroups per compute unit (32 KB of LDS each: K and V^T
-// of a key block, double-buffered at d=64). Narrow (decode) tile: one wave of 16 rows (16x16
-// MFMA) over 64-key blocks.
+// block each), two workgroups per compute unit, each with 32 KB of LDS holding two stages of a
+// key block's K and V^T: 64-key blocks at d=64, 32-key blocks at d=128 (whose 64-key blocks
+// would need more than the 256 registers two waves per SIMD allow). Narrow (decode) tile: one
+// wave of 16 rows (16x16 MFMA) over 64-key blocks.
 constexpr TileConfig gfx9_tile_config(int head_dim, bool narrow = false) {
   if (head_dim != 64 && head_dim != 128) return TileConfig{0, 0, 0, 0};
-  return narrow ? TileConfig{16, 64, 1, 2} : TileConfig{128, 64, 4, 2};
+  if (narrow) return TileConfig{16, 64, 1, 2};
+  return TileConfig{128, head_dim == 64 ? 64 : 32, 4, 2};
 }
 
 }  // namespace flashsplit

@@ -143,9 +143,9 @@ SplitHeuristicConstants gfx9_constants(const DeviceInfo& device) {
   const Gfx9Facts facts = gfx9_facts(device.arch);
   SplitHeuristicConstants c;
   const double flops_per_us_per_cu = facts.attention_tflops * 1e6 / facts.compute_units;
-  const TileConfig wide = gfx9_tile_config(64);
-  c.portable_iteration_us_d64 = 4.0 * wide.block_m * wide.block_n * 64 / flops_per_us_per_cu;
-  c.portable_iteration_us_d128 = 4.0 * wide.block_m * wide.block_n * 128 / flops_per_us_per_cu;
+  const TileConfig d64 = gfx9_tile_config(64), d128 = gfx9_tile_config(128);
+  c.portable_iteration_us_d64 = 4.0 * d64.block_m * d64.block_n * 64 / flops_per_us_per_cu;
+  c.portable_iteration_us_d128 = 4.0 * d128.block_m * d128.block_n * 128 / flops_per_us_per_cu;
   const double hbm_bytes_per_us = facts.hbm_tb_per_s * 1e6;
   const TileConfig narrow = gfx9_tile_config(128, true);
   const double narrow_block_bytes = 2.0 * narrow.block_n * 128 * kElementBytes;

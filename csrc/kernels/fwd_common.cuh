@@ -16,25 +16,50 @@ namespace flashsplit {
 // Max and sum over the 4 lanes of a quad, which hold one accumulator row between them in the
 // m16n8 / wgmma fragment layouts.
 __device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+  x = fmaxf(x, lane_shfl_xor(x, 1));
+  return fmaxf(x, lane_shfl_xor(x, 2));
 }
 __device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+  x += lane_shfl_xor(x, 1);
+  return x + lane_shfl_xor(x, 2);
 }
 
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+// 2^x in one v_exp_f32 (denormal results flush to 0, which for softmax weights below 2^-126 of
+// the row's largest is what the rounding would give anyway).
+__device__ __forceinline__ float fast_exp2(float x) { return __builtin_amdgcn_exp2f(x); }
+__device__ __forceinline__ float approx_rcp(float x) { return __builtin_amdgcn_rcpf(x); }
+__device__ __forceinline__ float approx_log2(float x) { return __builtin_amdgcn_logf(x); }
+
+// Round to nearest even; a NaN stays a (quiet) NaN.
+__device__ __forceinline__ uint32_t bf16_bits(float x) {
+  const uint32_t u = __builtin_bit_cast(uint32_t, x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+__device__ __forceinline__ uint32_t fp16_bits(float x) {
+  return __builtin_bit_cast(uint16_t, static_cast<_Float16>(x));
+}
+
+// Two floats -> one register of two 16-bit values (low half first), round to nearest.
+template <class Elem>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same<Elem, gpu_bf16_t>::value) {
+    return bf16_bits(lo) | (bf16_bits(hi) << 16);
+  } else {
+    return fp16_bits(lo) | (fp16_bits(hi) << 16);
+  }
+}
+#else
 // 2^x in one MUFU op. ftz: a denormal result is 0, which for softmax weights below 2^-126 of
 // the row's largest is what the rounding would give anyway; exp2f without ftz adds range fix-ups.
 __device__ __forceinline__ float fast_exp2(float x) {
-#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
-  return exp2f(x);
-#else
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
-#endif
 }
+__device__ __forceinline__ float approx_rcp(float x) { return __fdividef(1.f, x); }
+__device__ __forceinline__ float approx_log2(float x) { return __log2f(x); }
 
 // Two floats -> one register of two 16-bit values (low half first), round to nearest.
 template <class Elem>
@@ -47,6 +72,7 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     return *reinterpret_cast<uint32_t*>(&v);
   }
 }
+#endif
 
 // A finished row's normaliser and log-sum-exp from the quad-reduced softmax denominator `sum`
 // and the running max of the raw scores (in the units scale_log2 turns into log2). A row that
@@ -60,8 +86,8 @@ struct FinishedRowScale {
 template <bool Approx = false>
 __device__ __forceinline__ FinishedRowScale finished_row_scale(float row_max, float scale_log2,
                                                                float sum) {
-  const float inv = Approx ? __fdividef(1.f, sum) : 1.f / sum;
-  const float log2_sum = Approx ? __log2f(sum) : log2f(sum);
+  const float inv = Approx ? approx_rcp(sum) : 1.f / sum;
+  const float log2_sum = Approx ? approx_log2(sum) : log2f(sum);
   return {sum == 0.f ? 0.f : inv,
           sum == 0.f ? -INFINITY : (row_max * scale_log2 + log2_sum) * static_cast<float>(M_LN2)};
 }

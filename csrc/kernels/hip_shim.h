@@ -185,6 +185,7 @@ static __device__ __forceinline__ float log2f(float x) { return __builtin_log2f(
 static __device__ __forceinline__ float fmaxf(float a, float b) { return __builtin_fmaxf(a, b); }
 static __device__ __forceinline__ float fminf(float a, float b) { return __builtin_fminf(a, b); }
 static __device__ __forceinline__ float fabsf(float x) { return __builtin_fabsf(x); }
+static __device__ __forceinline__ float fmaf(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 
 // ---- host runtime: declarations only ------------------------------------------------------------------
 typedef struct ihipStream_t* hipStream_t;

@@ -106,7 +106,25 @@ void launch_after_prior_grid(bool dependent, void (*kernel)(Params...), dim3 gri
 #endif
 }
 
+// A plain launch of kernel(args...) on the stream, the same call on either runtime.
+template <class... Params, class... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
+                   gpuStream_t stream, Args&&... args) {
+  launch_after_prior_grid(false, kernel, grid, block, smem_bytes, stream,
+                          std::forward<Args>(args)...);
+}
+
 }  // namespace flashsplit
+
+// A kernel's launch bounds: at most `threads` per block, and the occupancy the compiler keeps
+// registers for: min_occupancy resident blocks per SM on CUDA, waves per SIMD (execution unit)
+// on AMD.
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+#define FS_LAUNCH_BOUNDS(threads, min_occupancy) \
+  __attribute__((amdgpu_flat_work_group_size(1, threads), amdgpu_waves_per_eu(min_occupancy)))
+#else
+#define FS_LAUNCH_BOUNDS(threads, min_occupancy) __launch_bounds__(threads, min_occupancy)
+#endif
 
 // Lanes that run in lockstep and exchange registers: a CUDA warp, or an AMD gfx9 wavefront.
 namespace flashsplit {

@@ -182,7 +182,8 @@ TEST(PlanAmd, Gfx9ConstantsComeFromEachTargetsFacts) {
   const SplitHeuristicConstants mi300 = gfx9_constants(mi300x());
   // 4 * 128 * 64 * 64 flops at 592 TFLOPS over 304 compute units.
   EXPECT_NEAR(mi300.portable_iteration_us_d64, 4.0 * 128 * 64 * 64 / (592e6 / 304), 1e-9);
-  EXPECT_NEAR(mi300.portable_iteration_us_d128, 2 * mi300.portable_iteration_us_d64, 1e-9);
+  // d=128 tiles walk 32-key blocks: the same flops per block as d=64's 64-key blocks.
+  EXPECT_NEAR(mi300.portable_iteration_us_d128, mi300.portable_iteration_us_d64, 1e-9);
   EXPECT_NEAR(mi300.dram_bytes_per_us, 5.3e6 * 3.2 / 3.35, 1e-3);
   DeviceInfo mi355 = mi300x();
   mi355.arch = "gfx950";

@@ -13,7 +13,7 @@
 // it (Policy::Pipeline), the fragments and the matrix op, which rows and keys each thread's
 // accumulator registers hold, and the lane reductions over a row. Policies: sm80/policy.cuh
 // (mma.sync, warp32) and gfx9/policy.h (MFMA, wave64). What a policy provides:
-//   Elem, kHeadDim, kBlockM, kBlockN, kThreads, kMinBlocksPerSm
+//   Elem, kHeadDim, kBlockM, kBlockN, kThreads, kMinOccupancy (FS_LAUNCH_BOUNDS), kDynamicSmemBytes
 //   Lanes                  this thread's place in the block (from threadIdx)
 //   kRows, thread_row      the query rows a thread holds: row i is tile row thread_row(lanes, i)
 //   Scores, kScoreRuns, kScoreRun, score(s, i, j, e), lane_key(lanes), run_key(j)
@@ -66,7 +66,8 @@ __device__ __forceinline__ TileWork locate_tile(const AttnFwdParams& p) {
   t.group = p.h / p.hk;
   t.m0 = m_block * BlockM;
   t.first_query = t.m0 / t.group;
-  const int last_query = min((t.m0 + BlockM - 1) / t.group, p.sq - 1);
+  const int tile_last_query = (t.m0 + BlockM - 1) / t.group;
+  const int last_query = tile_last_query < p.sq - 1 ? tile_last_query : p.sq - 1;
   const int n_visible = visible_key_blocks(last_query + 1, p.sq, p.sk, BlockN, Causal);
   t.range = Split ? split_key_blocks(n_visible, p.num_splits, t.split)
                   : KeyBlockRange{0, n_visible};
@@ -156,7 +157,7 @@ __device__ __forceinline__ void walk_key_blocks(const AttnFwdParams& p, const Ti
 }
 
 template <class Policy, bool Causal, bool Split>
-__global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
+__global__ void FS_LAUNCH_BOUNDS(Policy::kThreads, Policy::kMinOccupancy)
     portable_fwd_kernel(const AttnFwdParams p) {
   using Elem = typename Policy::Elem;
   constexpr int kRows = Policy::kRows;

@@ -23,7 +23,7 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
   const dim3 grid(static_cast<unsigned>(plan.forward_grid.x),
                   static_cast<unsigned>(plan.forward_grid.y),
                   static_cast<unsigned>(plan.forward_grid.z));
-  kernel<<<grid, Policy::kThreads, kSmem, stream>>>(params);
+  launch_kernel(kernel, grid, dim3(Policy::kThreads), kSmem, stream, params);
   FS_LAUNCH_CHECK("portable_fwd_kernel launch");
   if (record != nullptr) {
     record->block_m = Policy::kBlockM;

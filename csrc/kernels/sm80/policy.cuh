@@ -79,7 +79,7 @@ struct Policy {
   static constexpr int kBlockN = kConfig.block_n;
   static constexpr int kMTiles = kConfig.m_tiles;  // 16-row tiles per warp: a K/V fragment feeds each
   static constexpr int kThreads = kConfig.warps * 32;
-  static constexpr int kMinBlocksPerSm = kConfig.blocks_per_sm;
+  static constexpr int kMinOccupancy = kConfig.blocks_per_sm;  // blocks per SM
   // Q, plus two stages of (K, V) in dynamic shared memory: the next pair streams in while the
   // current one is used.
   static constexpr int kDynamicSmemBytes = (kBlockM + 4 * kBlockN) * D * 2;

@@ -1,0 +1,311 @@
+// The gfx9 arch policy of the portable forward (portable/fwd_kernel.cuh): MFMA on wave64, for
+// gfx90a, gfx942 and gfx950.
+//
+// The products run transposed, so that each lane owns query columns (gfx9/mfma_layout.h):
+// S^T = K Q^T takes K from LDS as the A operand and Q^T, read once per tile from global memory
+// straight into registers, as B; O^T = V^T P^T takes V^T from LDS as A and P^T from S^T's
+// accumulator registers, converted to 16 bits, as B. A query's statistics then reduce over a
+// lane's own registers and across the lanes that share its column (xor n ... 32).
+// Wide tiles run four waves of 32 query columns on 32x32 MFMAs (32x32x8; 32x32x16 on gfx950),
+// the narrow decode tile one wave of 16 on 16x16 MFMAs (16x16x16; 16x16x32 on gfx950).
+//
+// Copies: each key block's K (row-major) and V^T (head dim x keys, keys in the PV MFMA's k
+// order) sit in LDS in the swizzled layouts of gfx9/lds_layout.h, whose operand reads are
+// bank-conflict-free. The next block is loaded from global memory into registers while the
+// current one is computed on, then written to LDS: into the other of two stages where both fit
+// in 32 KB (the wide tiles), otherwise into the one stage once every wave is done with it (the
+// narrow tile at d=128), so two workgroups share a compute unit's 64 KB.
+#pragma once
+
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "core/portable_tiles.h"
+#include "kernels/attn_params.h"
+#include "kernels/fwd_common.cuh"
+#include "kernels/gfx9/lds_layout.h"
+#include "kernels/gfx9/mfma.h"
+#include "kernels/gfx9/mfma_layout.h"
+
+namespace flashsplit {
+namespace gfx9 {
+
+// The MFMA of a tile on the target being compiled. (The host pass of a HIP build only reads the
+// tile's sizes, which do not depend on it.)
+template <bool Narrow>
+constexpr Mfma tile_mfma() {
+#if defined(__gfx950__)
+  return Narrow ? Mfma::k16x16x32 : Mfma::k32x32x16;
+#else
+  return Narrow ? Mfma::k16x16x16 : Mfma::k32x32x8;
+#endif
+}
+
+constexpr int target_lds_banks() {
+#if defined(__HIP_DEVICE_COMPILE__)
+  return lds_banks(kDeviceArch);
+#else
+  return 32;
+#endif
+}
+
+// LDS budget of one workgroup: two share a compute unit's 64 KB on gfx90a and gfx942.
+constexpr int kLdsBudget = 32 * 1024;
+
+template <class ElemT, int D, bool Narrow>
+struct Policy {
+  using Elem = ElemT;
+  static constexpr TileConfig kConfig = gfx9_tile_config(D, Narrow);
+  static constexpr int kHeadDim = D;
+  static constexpr int kBlockM = kConfig.block_m;
+  static constexpr int kBlockN = kConfig.block_n;
+  static constexpr int kWaves = kConfig.warps;
+  static constexpr int kThreads = 64 * kWaves;
+  // Waves per SIMD the registers allow: two for wide tiles; the narrow tile's LDS admits two
+  // workgroups of one wave per compute unit, so one is enough there.
+  static constexpr int kMinOccupancy = Narrow ? 1 : 2;
+  static constexpr int kDynamicSmemBytes = 0;  // LDS is static (Pipeline), so its size is known
+
+  static constexpr Mfma kOp = tile_mfma<Narrow>();
+  static constexpr MfmaShape kShape = mfma_shape(kOp);
+  static constexpr int kPerLane = kShape.k_per_lane;
+  using Lds = AttnLds<kOp, target_lds_banks(), kBlockM, kBlockN, D>;
+  using Operand = MfmaOperand<kOp>;
+  using Acc = MfmaAcc<kOp>;
+  static_assert(kBlockM == kWaves * kShape.n, "each wave owns one MFMA column block of queries");
+
+  struct Lanes {
+    int lane = static_cast<int>(threadIdx.x) % 64, wave = static_cast<int>(threadIdx.x) / 64;
+  };
+
+  // One query per lane: column lane % n of the wave's block.
+  static constexpr int kRows = 1;
+  __device__ static int thread_row(const Lanes& l, int) { return l.wave * kShape.n + l.lane % kShape.n; }
+  __device__ static float row_max(float x) {
+#pragma unroll
+    for (int offset = kShape.n; offset < 64; offset *= 2) x = fmaxf(x, lane_shfl_xor(x, offset));
+    return x;
+  }
+  __device__ static float row_sum(float x) {
+#pragma unroll
+    for (int offset = kShape.n; offset < 64; offset *= 2) x += lane_shfl_xor(x, offset);
+    return x;
+  }
+
+  // Accumulator tiles of m rows (keys of S^T, head-dim columns of O^T): a lane's registers come
+  // in runs of 4 consecutive rows, acc_regs / 4 runs per tile, 8 rows apart, at 4 * (lane / n).
+  static constexpr int kRunsPerTile = kShape.acc_regs / 4;
+  __device__ static constexpr int run_row(int j) {
+    return kShape.m * (j / kRunsPerTile) + 8 * (j % kRunsPerTile);
+  }
+  __device__ static int lane_row(const Lanes& l) { return 4 * (l.lane / kShape.n); }
+
+  struct Scores {
+    float t[kBlockN / kShape.m][kShape.acc_regs];
+  };
+  static constexpr int kScoreRuns = kBlockN / kShape.m * kRunsPerTile, kScoreRun = 4;
+  __device__ static float& score(Scores& s, int, int j, int e) {
+    return s.t[j / kRunsPerTile][4 * (j % kRunsPerTile) + e];
+  }
+  __device__ static int lane_key(const Lanes& l) { return lane_row(l); }
+  __device__ static constexpr int run_key(int j) { return run_row(j); }
+
+  struct Output {
+    float t[D / kShape.m][kShape.acc_regs];
+  };
+  static constexpr int kOutRuns = D / kShape.m * kRunsPerTile, kOutRun = 4;
+  __device__ static float& out(Output& o, int, int j, int e) {
+    return o.t[j / kRunsPerTile][4 * (j % kRunsPerTile) + e];
+  }
+  __device__ static int lane_col(const Lanes& l) { return lane_row(l); }
+  __device__ static constexpr int run_col(int j) { return run_row(j); }
+  __device__ static bool writes_row_stats(const Lanes& l) { return l.lane < kShape.n; }
+  __device__ static void zero(Output& o) {
+#pragma unroll
+    for (int t = 0; t < D / kShape.m; ++t)
+#pragma unroll
+      for (int r = 0; r < kShape.acc_regs; ++r) o.t[t][r] = 0.f;
+  }
+
+  // ---- copies -----------------------------------------------------------------------------
+  static constexpr int kStageBytes = Lds::KTile::kBytes + Lds::VtTile::kBytes;
+  static constexpr int kStages = 2 * kStageBytes <= kLdsBudget ? 2 : 1;
+  static_assert(kStages * kStageBytes <= kLdsBudget, "a key block's K and V^T fit the budget");
+  // K moves in operand units (Lds::kUnit bytes), each thread kKUnits of them per block; V in
+  // groups of 4 head-dim rows x one V^T unit (kPerLane keys), kVGroups per thread.
+  using Unit = std::conditional_t<Lds::kUnit == 8, uint2, uint4>;
+  static constexpr int kUnitsPerKRow = Lds::KTile::kUnitsPerRow;
+  static constexpr int kKUnits = kBlockN * kUnitsPerKRow / kThreads;
+  static_assert(kBlockN * kUnitsPerKRow % kThreads == 0, "threads share K's units evenly");
+  static constexpr int kDGroups = D / 4;
+  static constexpr int kVGroupsTotal = kDGroups * (kBlockN / kPerLane);
+  static constexpr int kVGroups = (kVGroupsTotal + kThreads - 1) / kThreads;
+
+  struct Pipeline {
+    const AttnFwdParams& p;
+    const Elem *q, *k, *v;
+    int kv_head, m0 = 0, group = 1, stage = 0;
+    unsigned char* lds;
+    Unit k_next[kKUnits];              // the next block's K units
+    uint2 v_next[kVGroups][kPerLane];  // its V rows: 4 head-dim values of kPerLane keys
+
+    __device__ Pipeline(const AttnFwdParams& params, int batch, int kv_head_)
+        : p(params), kv_head(kv_head_) {
+      __shared__ __attribute__((aligned(16))) unsigned char storage[kStages * kStageBytes];
+      lds = storage;
+      q = static_cast<const Elem*>(p.q) + batch * p.q_batch_stride;
+      k = static_cast<const Elem*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
+      v = static_cast<const Elem*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
+    }
+    __device__ unsigned char* k_tile(int s) const { return lds + s * kStageBytes; }
+    __device__ unsigned char* vt_tile(int s) const { return k_tile(s) + Lds::KTile::kBytes; }
+
+    // Starts key block n's loads into registers; keys past sk load as zeros.
+    __device__ void fetch(int n) {
+      const int tid = static_cast<int>(threadIdx.x), key0 = n * kBlockN;
+#pragma unroll
+      for (int i = 0; i < kKUnits; ++i) {
+        const int idx = i * kThreads + tid, row = idx / kUnitsPerKRow, unit = idx % kUnitsPerKRow;
+        const int key = key0 + row;
+        const Elem* src = k + static_cast<int64_t>(key) * p.k_row_stride + unit * (Lds::kUnit / 2);
+        k_next[i] = key < p.sk ? *reinterpret_cast<const Unit*>(src) : Unit{};
+      }
+#pragma unroll
+      for (int i = 0; i < kVGroups; ++i) {
+        const int idx = i * kThreads + tid;
+        const int d0 = 4 * (idx % kDGroups), unit = idx / kDGroups;
+#pragma unroll
+        for (int c = 0; c < kPerLane; ++c) {
+          const int key = key0 + Lds::vt_key(unit * kPerLane + c);
+          const bool valid = idx < kVGroupsTotal && key < p.sk;
+          const Elem* src = v + static_cast<int64_t>(key) * p.v_row_stride + d0;
+          v_next[i][c] = valid ? *reinterpret_cast<const uint2*>(src) : uint2{0u, 0u};
+        }
+      }
+    }
+    // Writes the fetched block into stage s: K units as they are, V transposed into V^T units.
+    __device__ void store(int s) const {
+      const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+      for (int i = 0; i < kKUnits; ++i) {
+        const int idx = i * kThreads + tid;
+        *reinterpret_cast<Unit*>(k_tile(s) + Lds::KTile::unit_offset(idx / kUnitsPerKRow,
+                                                                      idx % kUnitsPerKRow)) = k_next[i];
+      }
+#pragma unroll
+      for (int i = 0; i < kVGroups; ++i) {
+        const int idx = i * kThreads + tid;
+        if (kVGroupsTotal % kThreads != 0 && idx >= kVGroupsTotal) break;
+        const int d0 = 4 * (idx % kDGroups), unit = idx / kDGroups;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          uint32_t half[kPerLane];  // head-dim row d0 + j of each key, 16 bits each
+#pragma unroll
+          for (int c = 0; c < kPerLane; ++c) {
+            const uint32_t word = j < 2 ? v_next[i][c].x : v_next[i][c].y;
+            half[c] = j % 2 == 0 ? word & 0xffffu : word >> 16;
+          }
+          Unit out;
+          uint32_t* words = reinterpret_cast<uint32_t*>(&out);
+#pragma unroll
+          for (int w = 0; w < kPerLane / 2; ++w) words[w] = half[2 * w] | (half[2 * w + 1] << 16);
+          *reinterpret_cast<Unit*>(vt_tile(s) + Lds::VtTile::unit_offset(d0 + j, unit)) = out;
+        }
+      }
+    }
+    // The tile's first key block n, in stage 0 and visible to every wave.
+    __device__ void prologue(int tile_m0, int tile_group, int n) {
+      m0 = tile_m0;
+      group = tile_group;
+      fetch(n);
+      store(0);
+      __syncthreads();
+    }
+    __device__ void wait_landed(bool) {}  // the last release (or the prologue) published it
+    // Every wave is done with the current stage; the fetched block goes into LDS and becomes
+    // the current one.
+    __device__ void release(bool more) {
+      if constexpr (kStages == 2) {
+        if (more) store(stage ^ 1);
+        __syncthreads();
+        stage ^= 1;
+      } else {
+        __syncthreads();
+        if (!more) return;
+        store(0);
+        __syncthreads();
+      }
+    }
+  };
+
+  // ---- the products -----------------------------------------------------------------------
+  struct QFragment {
+    Operand b[D / kShape.k];  // Q^T's B operand, one per MFMA step over the head dim
+  };
+  // This lane's query row (a packed row: query and head) of the tile, read straight into the
+  // B operands; rows past the last are zero, and the sign flips for a negative scale.
+  __device__ static void read_q(QFragment& q, const Pipeline& pipe, const Lanes& l, bool negate) {
+    const int r = pipe.m0 + thread_row(l, 0);
+    const bool valid = r < pipe.p.sq * pipe.group;
+    const int row = valid ? r : 0;
+    const Elem* src = pipe.q + static_cast<int64_t>(row / pipe.group) * pipe.p.q_row_stride +
+                      static_cast<int64_t>(pipe.kv_head * pipe.group + row % pipe.group) *
+                          pipe.p.q_head_stride +
+                      kPerLane * (l.lane / kShape.n);
+    const uint16_t sign = negate ? 0x8000u : 0u;
+#pragma unroll
+    for (int s = 0; s < D / kShape.k; ++s) {
+      const Operand x = *reinterpret_cast<const Operand*>(src + s * kShape.k);
+      q.b[s] = valid ? (x ^ sign) : Operand{};
+    }
+  }
+
+  // S^T = K Q^T for the block's keys, tile by tile of m keys.
+  __device__ static void qk(Scores& s, const QFragment& q, const Pipeline& pipe, const Lanes& l) {
+    const unsigned char* k_tile = pipe.k_tile(pipe.stage);
+#pragma unroll
+    for (int t = 0; t < kBlockN / kShape.m; ++t) {
+      Acc acc = {};
+#pragma unroll
+      for (int st = 0; st < D / kShape.k; ++st) {
+        const Operand a =
+            *reinterpret_cast<const Operand*>(k_tile + Lds::k_read(l.lane, t * kShape.m, st));
+        acc = mfma<kOp, Elem>(a, q.b[st], acc);
+      }
+#pragma unroll
+      for (int r = 0; r < kShape.acc_regs; ++r) s.t[t][r] = acc[r];
+    }
+  }
+
+  // O^T += V^T P^T: P^T's B operand of each step is S^T's accumulators in order
+  // (mfma_layout.h pv_source), 16 bits each; V^T's keys are stored in that order.
+  __device__ static void pv(Output& o, const Scores& s, const Pipeline& pipe, const Lanes& l) {
+    const unsigned char* vt_tile = pipe.vt_tile(pipe.stage);
+#pragma unroll
+    for (int st = 0; st < kBlockN / kShape.k; ++st) {
+      Operand b;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const AccSlot slot = pv_source(kOp, st, i);
+        const float x = s.t[slot.tile][slot.reg];
+        b[i] = static_cast<uint16_t>(std::is_same<Elem, gpu_bf16_t>::value ? bf16_bits(x)
+                                                                          : fp16_bits(x));
+      }
+#pragma unroll
+      for (int dt = 0; dt < D / kShape.m; ++dt) {
+        const Operand a =
+            *reinterpret_cast<const Operand*>(vt_tile + Lds::vt_read(l.lane, dt * kShape.m, st));
+        Acc acc;
+#pragma unroll
+        for (int r = 0; r < kShape.acc_regs; ++r) acc[r] = o.t[dt][r];
+        acc = mfma<kOp, Elem>(a, b, acc);
+#pragma unroll
+        for (int r = 0; r < kShape.acc_regs; ++r) o.t[dt][r] = acc[r];
+      }
+    }
+  }
+};
+
+}  // namespace gfx9
+}  // namespace flashsplit
