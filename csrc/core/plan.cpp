@@ -29,16 +29,16 @@ TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count
 }
 
 int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceInfo& device,
-                       int requested) {
+                       int requested, const SplitHeuristicConstants& constants) {
   const TileConfig modelled = tiles_for(family, p);
-  const int g = resolve_num_splits(requested, p, device, modelled);
+  const int g = resolve_num_splits(requested, p, device, modelled, constants);
   if (requested != 0 || g <= 1 || family != KernelFamily::kHopperWgmma) return g;
   const TileConfig unsplit = tiles_for_run(family, p, device.sm_count, 1);
   if (unsplit.block_m == modelled.block_m) return g;
   const int d = static_cast<int>(p.d);
-  const double split_us = modelled_split_us(p, device, modelled, g) *
+  const double split_us = modelled_split_us(p, device, modelled, g, constants) *
                           hopper_row_cost_pct(d, modelled.block_m, p.causal, p.sk);
-  const double unsplit_us = modelled_split_us(p, device, unsplit, 1) *
+  const double unsplit_us = modelled_split_us(p, device, unsplit, 1, constants) *
                             hopper_row_cost_pct(d, unsplit.block_m, p.causal, p.sk);
   return unsplit_us >= 0 && unsplit_us <= split_us ? 1 : g;
 }

@@ -106,12 +106,12 @@ int choose_num_splits(const AttnProblem& problem, const DeviceInfo& device,
 }
 
 int resolve_num_splits(int requested, const AttnProblem& problem, const DeviceInfo& device,
-                       const TileConfig& tiles) {
+                       const TileConfig& tiles, const SplitHeuristicConstants& constants) {
   if (requested < 0) {
     throw std::invalid_argument("num_splits must be >= 0 (0 = auto), got " +
                                 std::to_string(requested));
   }
-  if (requested == 0) return choose_num_splits(problem, device, tiles);
+  if (requested == 0) return choose_num_splits(problem, device, tiles, constants);
   if (requested == 1 || tiles.block_n <= 0) return 1;
   // More splits than key blocks would only add empty producers.
   int64_t key_blocks = std::max<int64_t>(num_key_blocks(problem, tiles), 1);

@@ -100,6 +100,7 @@ int choose_num_splits(const AttnProblem& problem, const DeviceInfo& device,
 // The G that actually runs for a requested num_splits: 0 -> heuristic, 1 -> 1,
 // >= 2 -> clamped to [1, number of key blocks]. Negative values are rejected before this.
 int resolve_num_splits(int requested, const AttnProblem& problem, const DeviceInfo& device,
-                       const TileConfig& tiles);
+                       const TileConfig& tiles,
+                       const SplitHeuristicConstants& constants = SplitHeuristicConstants{});
 
 }  // namespace flashsplit
