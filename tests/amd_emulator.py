@@ -65,14 +65,13 @@ def find_emulator():
 # checks this list against the header: offsets and sizes from offsetof/sizeof, and that the
 # fields in this order tile the struct (so a field added, removed or moved is reported).
 PARAM_FIELDS = (
-    ("elem", "i32"), ("kernel", "i32"),
+    ("elem", "i32"),
     ("q", "ptr"), ("k", "ptr"), ("v", "ptr"), ("out", "ptr"), ("lse", "ptr"),
     ("q_batch_stride", "i64"), ("q_row_stride", "i64"), ("q_head_stride", "i64"),
     ("k_batch_stride", "i64"), ("k_row_stride", "i64"), ("k_head_stride", "i64"),
     ("v_batch_stride", "i64"), ("v_row_stride", "i64"), ("v_head_stride", "i64"),
     ("o_batch_stride", "i64"), ("o_row_stride", "i64"), ("o_head_stride", "i64"),
     ("b", "i32"), ("sq", "i32"), ("sk", "i32"), ("h", "i32"), ("hk", "i32"), ("d", "i32"),
-    ("sm_count", "i32"), ("cc", "i32"),
     ("softmax_scale", "f32"), ("causal", "bool"),
     ("num_splits", "i32"), ("o_accum", "ptr"), ("lse_accum", "ptr"),
     ("tail_ws", "ptr"), ("tail_ws_bytes", "u64"),
@@ -81,8 +80,7 @@ PARAM_FIELDS = (
 _KIND = {"i32": ("<i", 4), "i64": ("<q", 8), "u64": ("<Q", 8), "f32": ("<f", 4), "bool": ("<B", 1),
          "ptr": ("<Q", 8)}
 # Enumerators the kernels read, by qualified name.
-PARAM_ENUMS = ("ElemType::kFloat16", "ElemType::kBFloat16", "FwdKernel::kPortable",
-               "FwdKernel::kHopper")
+PARAM_ENUMS = ("ElemType::kFloat16", "ElemType::kBFloat16")
 
 
 class LayoutError(RuntimeError):

@@ -36,16 +36,16 @@ SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& dev
 }
 
 int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceInfo& device,
-                       int requested) {
+                       int requested, const SplitHeuristicConstants& constants) {
   const TileConfig modelled = tiles_for(family, p);
-  const int g = resolve_num_splits(requested, p, device, modelled, constants_for(family, device));
+  const int g = resolve_num_splits(requested, p, device, modelled, constants);
   if (requested != 0 || g <= 1 || family != KernelFamily::kHopperWgmma) return g;
   const TileConfig unsplit = tiles_for_run(family, p, device.sm_count, 1);
   if (unsplit.block_m == modelled.block_m) return g;
   const int d = static_cast<int>(p.d);
-  const double split_us = modelled_split_us(p, device, modelled, g) *
+  const double split_us = modelled_split_us(p, device, modelled, g, constants) *
                           hopper_row_cost_pct(d, modelled.block_m, p.causal, p.sk);
-  const double unsplit_us = modelled_split_us(p, device, unsplit, 1) *
+  const double unsplit_us = modelled_split_us(p, device, unsplit, 1, constants) *
                             hopper_row_cost_pct(d, unsplit.block_m, p.causal, p.sk);
   return unsplit_us >= 0 && unsplit_us <= split_us ? 1 : g;
 }
@@ -132,7 +132,7 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   const KernelFamily family = plan.gate.family;
   // Any request beyond the key-block count is clamped anyway; cap before narrowing to int.
   const int wanted = static_cast<int>(std::min<long long>(std::max(requested, 0LL), 1 << 20));
-  plan.num_splits = resolve_splits_for(family, p, device, wanted);
+  plan.num_splits = resolve_splits_for(family, p, device, wanted, constants_for(family, device));
   plan.tiles = tiles_for_run(family, p, device.sm_count, plan.num_splits);
   plan.split_block_n = tiles_for(family, p).block_n;
   plan.tiles_per_split = forward_blocks(p.b, p.sq, p.h, p.hk, plan.tiles);

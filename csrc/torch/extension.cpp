@@ -4,6 +4,7 @@
 #include "build_info.h"
 #include "core/gate.h"
 #include "forward.h"
+#include "heuristic_bindings.h"
 #include "plan.h"
 
 namespace flashsplit {
@@ -133,4 +134,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "(out, lse, plan, record).",
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("softmax_scale"), py::arg("causal"),
         py::arg("num_splits"), py::arg("arch_verified") = false);
+  flashsplit::bind_heuristic(m);
 }

@@ -613,6 +613,44 @@ TEST(GateFamily, AutoSplitsGiveWayToAnUnsplitCallsOwnTiles) {
   EXPECT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 0), 3);
 }
 
+TEST(GateFamily, ResolveSplitsForWeighsTheGivenConstants) {
+  const DeviceInfo dev = h100();
+  AttnProblem p = long_sequence_problem();
+  p.causal = false;
+  // Without constants the plan's defaults: the same G for every family and request.
+  for (int64_t sk : {512, 4096, 32768}) {
+    for (int64_t sq : {128, 2048}) {
+      for (int64_t d : {64, 128}) {
+        p.sq = sq; p.sk = sk; p.d = d;
+        for (KernelFamily family : {KernelFamily::kPortableMma, KernelFamily::kHopperWgmma}) {
+          for (int requested : {0, 1, 3}) {
+            EXPECT_EQ(resolve_splits_for(family, p, dev, requested),
+                      resolve_splits_for(family, p, dev, requested, SplitHeuristicConstants{}))
+                << "sq=" << sq << " sk=" << sk << " d=" << d << " requested=" << requested;
+          }
+        }
+      }
+    }
+  }
+  // A split that must gain all of G = 1's time never runs; a forced G still does.
+  SplitHeuristicConstants never_split;
+  never_split.min_gain = never_split.min_gain_multi_wave = 1.0;
+  p.b = 1; p.h = p.hk = 8; p.sq = 2048; p.sk = 32768; p.d = 64;
+  ASSERT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 0), 3);
+  EXPECT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 0, never_split), 1);
+  EXPECT_EQ(resolve_splits_for(KernelFamily::kPortableMma, p, dev, 0, never_split), 1);
+  EXPECT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 5, never_split), 5);
+  // The weighing against the unsplit call's own tiles takes them too: a dearer combine leaves
+  // the split tiles' G at 3 but makes it lose to G = 1 on the 128-row unsplit tiles.
+  SplitHeuristicConstants dear_combine;
+  dear_combine.combine_us = 30.0;
+  const TileConfig split_tiles = tiles_for(KernelFamily::kHopperWgmma, p);
+  ASSERT_NE(tiles_for_run(KernelFamily::kHopperWgmma, p, dev.sm_count, 1).block_m,
+            split_tiles.block_m);
+  ASSERT_EQ(choose_num_splits(p, dev, split_tiles, dear_combine), 3);
+  EXPECT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 0, dear_combine), 1);
+}
+
 TEST(GateFamily, ForwardBlocksCountHeadsOrGroups) {
   // b=2, sq=300, h=8, hk=2: Hopper tiles one head's 300 rows (3 tiles of 128) per query head;
   // portable packs 4 heads -> 1200 rows per k/v head (10 tiles of 128).

@@ -572,6 +572,31 @@ TEST(ResolveNumSplits, ZeroAsksTheHeuristic) {
   EXPECT_GT(resolve_num_splits(0, shape(1, 16, 128, 65535, 64), nvidia(132), tiles), 1);
 }
 
+TEST(ResolveNumSplits, ZeroAsksTheHeuristicWithTheGivenConstants) {
+  TileConfig tiles = portable_tile_config(64);
+  SplitHeuristicConstants cheap_splits;
+  cheap_splits.combine_us = 0.0;
+  cheap_splits.split_latency_us = 0.0;
+  cheap_splits.min_gain = cheap_splits.min_gain_multi_wave = 0.0;
+  bool differs = false;
+  for (int64_t sk : {100, 5000, 65535, 200000}) {
+    for (int64_t b : {1, 4, 16}) {
+      AttnProblem p = shape(b, 16, 128, sk, 64);
+      const int g = resolve_num_splits(0, p, nvidia(132), tiles, cheap_splits);
+      EXPECT_EQ(g, choose_num_splits(p, nvidia(132), tiles, cheap_splits)) << describe(p, 132);
+      EXPECT_EQ(resolve_num_splits(0, p, nvidia(132), tiles, SplitHeuristicConstants{}),
+                resolve_num_splits(0, p, nvidia(132), tiles))
+          << describe(p, 132);
+      differs = differs || g != resolve_num_splits(0, p, nvidia(132), tiles);
+      // A forced or disabled split is the caller's choice, whatever the constants.
+      EXPECT_EQ(resolve_num_splits(1, p, nvidia(132), tiles, cheap_splits), 1);
+      EXPECT_EQ(resolve_num_splits(2, p, nvidia(132), tiles, cheap_splits),
+                resolve_num_splits(2, p, nvidia(132), tiles));
+    }
+  }
+  EXPECT_TRUE(differs) << "cheaper splits change no choice: the constants did not reach it";
+}
+
 TEST(ResolveNumSplits, OneMeansNoSplitEvenWhereTheHeuristicWouldSplit) {
   TileConfig tiles = portable_tile_config(64);
   EXPECT_EQ(resolve_num_splits(1, shape(1, 16, 128, 65535, 64), nvidia(132), tiles), 1);
