@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/attn_params.h"
+#include "kernels/half_bits.h"
 #include "kernels/platform.h"
 
 namespace flashsplit {
@@ -38,7 +39,11 @@ __device__ __forceinline__ uint32_t bf16_bits(float x) {
   return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
 __device__ __forceinline__ uint32_t fp16_bits(float x) {
+#if defined(FLASHSPLIT_EMULATOR_BUILD)
+  return half_bits_rne(__builtin_bit_cast(uint32_t, x));  // see half_bits.h
+#else
   return __builtin_bit_cast(uint16_t, static_cast<_Float16>(x));
+#endif
 }
 
 // Two floats -> one register of two 16-bit values (low half first), round to nearest.

@@ -11,10 +11,11 @@
 //
 // Copies: each key block's K (row-major) and V^T (head dim x keys, keys in the PV MFMA's k
 // order) sit in LDS in the swizzled layouts of gfx9/lds_layout.h, whose operand reads are
-// bank-conflict-free. The next block is loaded from global memory into registers while the
-// current one is computed on, then written to LDS: into the other of two stages where both fit
-// in 32 KB (the wide tiles), otherwise into the one stage once every wave is done with it (the
-// narrow tile at d=128), so two workgroups share a compute unit's 64 KB.
+// bank-conflict-free. The next block's K is loaded from global memory into registers while the
+// current block's S runs and its V while softmax and P V run, each then written to LDS: into
+// the other of two stages where both fit in 32 KB (the wide tiles), otherwise into the one
+// stage once every wave is done with that part (the narrow tile at d=128), so two workgroups
+// share a compute unit's 64 KB, and at most half a block is held in registers.
 #pragma once
 
 #include <stdint.h>
@@ -53,6 +54,9 @@ constexpr int target_lds_banks() {
 // LDS budget of one workgroup: two share a compute unit's 64 KB on gfx90a and gfx942.
 constexpr int kLdsBudget = 32 * 1024;
 
+// The fourth word of a raw buffer resource on gfx9: 32-bit data format, no swizzle.
+constexpr uint32_t kBufferFlags = 0x00020000u;
+
 template <class ElemT, int D, bool Narrow>
 struct Policy {
   using Elem = ElemT;
@@ -72,6 +76,7 @@ struct Policy {
   static constexpr int kPerLane = kShape.k_per_lane;
   using Lds = AttnLds<kOp, target_lds_banks(), kBlockM, kBlockN, D>;
   using Operand = MfmaOperand<kOp>;
+  using Words = uint32_t __attribute__((ext_vector_type(kPerLane / 2)));
   using Acc = MfmaAcc<kOp>;
   static_assert(kBlockM == kWaves * kShape.n, "each wave owns one MFMA column block of queries");
 
@@ -134,7 +139,8 @@ struct Policy {
   static_assert(kStages * kStageBytes <= kLdsBudget, "a key block's K and V^T fit the budget");
   // K moves in operand units (Lds::kUnit bytes), each thread kKUnits of them per block; V in
   // groups of 4 head-dim rows x one V^T unit (kPerLane keys), kVGroups per thread.
-  using Unit = std::conditional_t<Lds::kUnit == 8, uint2, uint4>;
+  using Unit = uint32_t __attribute__((ext_vector_type(Lds::kUnit / 4)));
+  using Word2 = uint32_t __attribute__((ext_vector_type(2)));
   static constexpr int kUnitsPerKRow = Lds::KTile::kUnitsPerRow;
   static constexpr int kKUnits = kBlockN * kUnitsPerKRow / kThreads;
   static_assert(kBlockN * kUnitsPerKRow % kThreads == 0, "threads share K's units evenly");
@@ -145,10 +151,11 @@ struct Policy {
   struct Pipeline {
     const AttnFwdParams& p;
     const Elem *q, *k, *v;
-    int kv_head, m0 = 0, group = 1, stage = 0;
+    int kv_head, m0 = 0, group = 1, stage = 0, next = 0;
     unsigned char* lds;
-    Unit k_next[kKUnits];              // the next block's K units
-    uint2 v_next[kVGroups][kPerLane];  // its V rows: 4 head-dim values of kPerLane keys
+    Unit k_next[kKUnits];              // the next block's K units ...
+    Word2 v_next[kVGroups][kPerLane];  // ... and V rows: 4 head-dim values of kPerLane keys
+    __amdgpu_buffer_rsrc_t k_rows, v_rows;  // this k/v head's rows; reads past them are zeros
 
     __device__ Pipeline(const AttnFwdParams& params, int batch, int kv_head_)
         : p(params), kv_head(kv_head_) {
@@ -157,20 +164,41 @@ struct Policy {
       q = static_cast<const Elem*>(p.q) + batch * p.q_batch_stride;
       k = static_cast<const Elem*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
       v = static_cast<const Elem*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
+      k_rows = head_rows(k, p.k_row_stride);
+      v_rows = head_rows(v, p.v_row_stride);
+    }
+    // A buffer resource over the sk rows of a k/v head: loads through it take 32-bit offsets
+    // and read zeros past its end (the gate keeps every tensor under 2^31 elements).
+    __device__ __amdgpu_buffer_rsrc_t head_rows(const Elem* base, int64_t row_stride) const {
+      const uint32_t bytes = static_cast<uint32_t>(2 * ((p.sk - 1) * row_stride + D));
+      return __builtin_amdgcn_make_buffer_rsrc(const_cast<Elem*>(base), 0, bytes, kBufferFlags);
+    }
+    __device__ static Unit load_unit(__amdgpu_buffer_rsrc_t rows, uint32_t offset) {
+      if constexpr (Lds::kUnit == 8) {
+        return __builtin_amdgcn_raw_buffer_load_b64(rows, static_cast<int>(offset), 0, 0);
+      } else {
+        return __builtin_amdgcn_raw_buffer_load_b128(rows, static_cast<int>(offset), 0, 0);
+      }
     }
     __device__ unsigned char* k_tile(int s) const { return lds + s * kStageBytes; }
     __device__ unsigned char* vt_tile(int s) const { return k_tile(s) + Lds::KTile::kBytes; }
 
-    // Starts key block n's loads into registers; keys past sk load as zeros.
-    __device__ void fetch(int n) {
+    // Starts key block n's K loads into registers; keys past sk read as zeros (a row stride of
+    // 0 would read a real row there, hence the select).
+    __device__ void fetch_k(int n) {
       const int tid = static_cast<int>(threadIdx.x), key0 = n * kBlockN;
 #pragma unroll
       for (int i = 0; i < kKUnits; ++i) {
         const int idx = i * kThreads + tid, row = idx / kUnitsPerKRow, unit = idx % kUnitsPerKRow;
         const int key = key0 + row;
-        const Elem* src = k + static_cast<int64_t>(key) * p.k_row_stride + unit * (Lds::kUnit / 2);
-        k_next[i] = key < p.sk ? *reinterpret_cast<const Unit*>(src) : Unit{};
+        const Unit x = load_unit(k_rows, static_cast<uint32_t>(2 * key * p.k_row_stride +
+                                                               unit * Lds::kUnit));
+        k_next[i] = key < p.sk ? x : Unit{};
       }
+    }
+    // The same for its V rows.
+    __device__ void fetch_v(int n) {
+      const int tid = static_cast<int>(threadIdx.x), key0 = n * kBlockN;
 #pragma unroll
       for (int i = 0; i < kVGroups; ++i) {
         const int idx = i * kThreads + tid;
@@ -179,13 +207,14 @@ struct Policy {
         for (int c = 0; c < kPerLane; ++c) {
           const int key = key0 + Lds::vt_key(unit * kPerLane + c);
           const bool valid = idx < kVGroupsTotal && key < p.sk;
-          const Elem* src = v + static_cast<int64_t>(key) * p.v_row_stride + d0;
-          v_next[i][c] = valid ? *reinterpret_cast<const uint2*>(src) : uint2{0u, 0u};
+          const Word2 x = __builtin_amdgcn_raw_buffer_load_b64(
+              v_rows, static_cast<int>(2 * (key * p.v_row_stride + d0)), 0, 0);
+          v_next[i][c] = valid ? x : Word2{};
         }
       }
     }
-    // Writes the fetched block into stage s: K units as they are, V transposed into V^T units.
-    __device__ void store(int s) const {
+    // Writes the fetched K units into stage s as they are.
+    __device__ void store_k(int s) const {
       const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll
       for (int i = 0; i < kKUnits; ++i) {
@@ -193,6 +222,10 @@ struct Policy {
         *reinterpret_cast<Unit*>(k_tile(s) + Lds::KTile::unit_offset(idx / kUnitsPerKRow,
                                                                       idx % kUnitsPerKRow)) = k_next[i];
       }
+    }
+    // Writes the fetched V rows into stage s, transposed into V^T units.
+    __device__ void store_v(int s) const {
+      const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll
       for (int i = 0; i < kVGroups; ++i) {
         const int idx = i * kThreads + tid;
@@ -203,39 +236,48 @@ struct Policy {
           uint32_t half[kPerLane];  // head-dim row d0 + j of each key, 16 bits each
 #pragma unroll
           for (int c = 0; c < kPerLane; ++c) {
-            const uint32_t word = j < 2 ? v_next[i][c].x : v_next[i][c].y;
+            const uint32_t word = v_next[i][c][j / 2];
             half[c] = j % 2 == 0 ? word & 0xffffu : word >> 16;
           }
           Unit out;
-          uint32_t* words = reinterpret_cast<uint32_t*>(&out);
 #pragma unroll
-          for (int w = 0; w < kPerLane / 2; ++w) words[w] = half[2 * w] | (half[2 * w + 1] << 16);
+          for (int w = 0; w < kPerLane / 2; ++w) out[w] = half[2 * w] | (half[2 * w + 1] << 16);
           *reinterpret_cast<Unit*>(vt_tile(s) + Lds::VtTile::unit_offset(d0 + j, unit)) = out;
         }
       }
     }
+    // The stage the next block goes into: the other one, or the only one once read.
+    __device__ int next_stage() const { return kStages == 2 ? stage ^ 1 : stage; }
     // The tile's first key block n, in stage 0 and visible to every wave.
     __device__ void prologue(int tile_m0, int tile_group, int n) {
       m0 = tile_m0;
       group = tile_group;
-      fetch(n);
-      store(0);
+      fetch_k(n);
+      store_k(0);
+      fetch_v(n);
+      store_v(0);
       __syncthreads();
     }
+    // The next block's K is loaded while the current one's S = K Q^T runs ...
+    __device__ void fetch(int n) {
+      next = n;
+      fetch_k(n);
+    }
     __device__ void wait_landed(bool) {}  // the last release (or the prologue) published it
-    // Every wave is done with the current stage; the fetched block goes into LDS and becomes
-    // the current one.
+    // ... then written once every wave is done with K (with one stage), and its V loaded while
+    // softmax and P V run ...
+    __device__ void scores_done(bool more) {
+      if (!more) return;
+      if constexpr (kStages == 1) __syncthreads();
+      store_k(next_stage());
+      fetch_v(next);
+    }
+    // ... and written once every wave is done with V; the next block becomes the current one.
     __device__ void release(bool more) {
-      if constexpr (kStages == 2) {
-        if (more) store(stage ^ 1);
-        __syncthreads();
-        stage ^= 1;
-      } else {
-        __syncthreads();
-        if (!more) return;
-        store(0);
-        __syncthreads();
-      }
+      if constexpr (kStages == 1) __syncthreads();
+      if (more) store_v(next_stage());
+      if (kStages == 2 || more) __syncthreads();
+      stage = next_stage();
     }
   };
 
@@ -284,14 +326,13 @@ struct Policy {
     const unsigned char* vt_tile = pipe.vt_tile(pipe.stage);
 #pragma unroll
     for (int st = 0; st < kBlockN / kShape.k; ++st) {
-      Operand b;
+      Words b_words;  // two 16-bit elements per word, low first
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) {
-        const AccSlot slot = pv_source(kOp, st, i);
-        const float x = s.t[slot.tile][slot.reg];
-        b[i] = static_cast<uint16_t>(std::is_same<Elem, gpu_bf16_t>::value ? bf16_bits(x)
-                                                                          : fp16_bits(x));
+      for (int w = 0; w < kPerLane / 2; ++w) {
+        const AccSlot lo = pv_source(kOp, st, 2 * w), hi = pv_source(kOp, st, 2 * w + 1);
+        b_words[w] = pack2<Elem>(s.t[lo.tile][lo.reg], s.t[hi.tile][hi.reg]);
       }
+      const Operand b = __builtin_bit_cast(Operand, b_words);
 #pragma unroll
       for (int dt = 0; dt < D / kShape.m; ++dt) {
         const Operand a =

@@ -24,7 +24,8 @@
 //   row_max(x), row_sum(x) the max / sum of x over the threads that share a row
 //   QFragment, read_q      Q in registers, once per tile (sign-flipped for a negative scale)
 //   qk(s, q, pipe, lanes)  S = Q K^T on the current block; pv(o, s, pipe, lanes): O += P V
-//   Pipeline               prologue / fetch / wait_landed / release around the key-block walk
+//   Pipeline               prologue / fetch / wait_landed / scores_done (K read for this block) /
+//                          release around the key-block walk
 #pragma once
 
 #include <float.h>
@@ -149,6 +150,7 @@ __device__ __forceinline__ void walk_key_blocks(const AttnFwdParams& p, const Ti
     if (n == tile.range.end - 1) Policy::read_q(q, pipe, lanes, p.softmax_scale < 0.f);
     typename Policy::Scores s;
     Policy::qk(s, q, pipe, lanes);
+    pipe.scores_done(more);
     mask_scores<Policy, Causal>(s, p, lanes, queries, n, tile.first_query);
     online_softmax<Policy>(s, o, row_max, row_sum, scale_log2);
     Policy::pv(o, s, pipe, lanes);

@@ -171,6 +171,7 @@ struct Policy {
       }
       __syncthreads();
     }
+    __device__ void scores_done(bool) {}  // the whole pair streams in from fetch on
     // Every warp is done with the current stage before the next fetch reuses it.
     __device__ void release(bool) {
       __syncthreads();

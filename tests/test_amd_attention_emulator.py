@@ -1,0 +1,252 @@
+"""The gfx9 attention kernels, executed on a CPU emulator of the CDNA ISA (gfx942, gfx950).
+
+Every instantiation of the portable forward over the gfx9 policy (bf16 and fp16, d 64 and 128,
+the narrow decode tile and the wide tile, causal or not, direct or split epilogue) runs a small
+problem chosen to reach it: MHA, GQA and MQA with query heads packed into rows, odd lengths,
+rows that see no key (causal, more queries than keys), padded strides, one split or several
+and then the split-KV combine. Each call is launched as the launcher launches it: the plan of
+an MI300X-like device (flashsplit._C.heuristic.make_launch_plan) gives the tiles, G and grids,
+AttnFwdParams is packed from the real header, and the producers run before the combine. The
+kernels run under the default and the reversed wave order with poisoned registers, LDS and
+outputs, and are compared with a float64 reference: an output passes when its error is at most
+twice that of the same attention with probabilities and output rounded to the inputs'
+precision, plus 1e-3; lse to 1e-4 relative; rows that see no key are 0 and -inf; NaN never passes.
+
+Runs where FLASHSPLIT_AMD_EMU names the emulator harness (amd_emulator.py); skips otherwise.
+"""
+
+import itertools
+import os
+
+import numpy as np
+import pytest
+
+import amd_emulator as emu
+import amd_toolchain as tc
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+GFX9 = os.path.join(tc.CSRC, "kernels", "gfx9")
+COMBINE = os.path.join(tc.CSRC, "kernels", "combine_kernel.cu")
+DTYPES = ("bf16", "fp16")
+ORDERS = ("fwd", "rev")
+POISON16, POISON32 = 0xFFFF, 0xFFFFFFFF
+CUS = {"gfx942": 304, "gfx950": 256}
+# The build the emulator runs: half-precision rounding by integer operations (half_bits.h says
+# which instruction the emulator misplaces); everything else is the shipped kernel.
+EMULATOR_FLAGS = ("-DFLASHSPLIT_EMULATOR_BUILD",)
+
+
+def problems(narrow, causal, split):
+    """(b, h, hk, sq, sk, num_splits) reaching one instantiation: the narrow tile is decode
+    (one query, GQA or MQA rows packed); the wide tile odd lengths, and with the mask more
+    queries than keys so leading rows see no key."""
+    if narrow:
+        shape = (2, 8, 2, 1, 157) if not causal else (1, 6, 1, 2, 131)
+    else:
+        shape = (1, 4, 2, 37, 91) if not causal else (1, 2, 2, 150, 140)
+    return shape + ((3 if split else 1),)
+
+
+def plan_for(target, b, h, hk, sq, sk, d, causal, num_splits):
+    from flashsplit import _C
+    hh = _C.heuristic
+    problem = hh.AttnProblem(b=b, h=h, hk=hk, sq=sq, sk=sk, d=d, causal=causal)
+    device = hh.DeviceInfo(vendor="amd", sm_count=CUS[target], smem_per_block_optin=65536,
+                           arch=target)
+    build = hh.BuildInfo(gpu_kernels_built=True, head_dims=[64, 128], amd_archs=[target])
+    plan = hh.make_launch_plan(problem, device, build, num_splits, arch_verified_here=True)
+    assert plan["path"] == "native" and plan["kernel"] == "portable_mfma", plan
+    return plan
+
+
+def to_bits(x, dtype):
+    if dtype == "fp16":
+        return x.astype(np.float16).view(np.uint16)
+    u = x.astype(np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bits(bits, dtype):
+    if dtype == "fp16":
+        return bits.view(np.float16).astype(np.float64)
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def reference(q, k, v, causal, scale, round_p=None):
+    """float64 attention (b, sq, h, d) and lse (b, h, sq); round_p rounds the probabilities as
+    the kernel's P V takes them."""
+    b, sq, h, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    kk = np.repeat(k, h // hk, axis=2)
+    vv = np.repeat(v, h // hk, axis=2)
+    s = np.einsum("bqhd,bkhd->bhqk", q, kk) * scale
+    if causal:
+        keys, queries = np.arange(sk)[None, :], np.arange(sq)[:, None]
+        s = np.where(keys <= queries + sk - sq, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    p = np.exp(s - m)
+    l = p.sum(-1, keepdims=True)
+    if round_p is not None:
+        p = round_p(p)
+    o = np.einsum("bhqk,bkhd->bqhd", p, vv) / np.where(l > 0, l, 1.0).transpose(0, 2, 1, 3)
+    lse = np.where(l[..., 0] > 0, m[..., 0] + np.log(np.where(l[..., 0] > 0, l[..., 0], 1)), -np.inf)
+    return o, lse
+
+
+class Case:
+    """One call: inputs, buffers, launches, and the reference."""
+
+    def __init__(self, target, dtype, d, narrow, causal, split, seed):
+        self.target, self.dtype, self.d = target, dtype, d
+        self.narrow, self.causal, self.split = narrow, causal, split
+        b, h, hk, sq, sk, g = problems(narrow, causal, split)
+        self.shape = (b, h, hk, sq, sk)
+        self.plan = plan_for(target, b, h, hk, sq, sk, d, causal, g)
+        assert (self.plan["num_splits"] > 1) == split, "the case must reach its instantiation"
+        assert (self.plan["details"]["block_m"] == 16) == narrow, self.plan
+        rng = np.random.default_rng(seed)
+        pad = 8  # every row stride is padded: the kernels take strides, not shapes
+        self.q_bits = to_bits(rng.standard_normal((b, sq, h, d + pad)), dtype)
+        self.k_bits = to_bits(rng.standard_normal((b, sk, hk, d + pad)), dtype)
+        self.v_bits = to_bits(rng.standard_normal((b, sk, hk, d + pad)), dtype)
+        q, k, v = (from_bits(x[..., :d], dtype) for x in (self.q_bits, self.k_bits, self.v_bits))
+        self.scale = d ** -0.5
+        self.ref, self.ref_lse = reference(q, k, v, causal, self.scale)
+        rounded = lambda x: from_bits(to_bits(x, dtype), dtype)
+        self.lowp = rounded(reference(q, k, v, causal, self.scale, rounded)[0])
+
+    def params(self):
+        b, h, hk, sq, sk = self.shape
+        d, pad = self.d, self.q_bits.shape[-1]
+        g = self.plan["num_splits"]
+        return emu.attn_params(
+            {"elem": "ElemType::kBFloat16" if self.dtype == "bf16" else "ElemType::kFloat16",
+             "b": b, "sq": sq, "sk": sk, "h": h, "hk": hk, "d": d,
+             "q_batch_stride": sq * h * pad, "q_row_stride": h * pad, "q_head_stride": pad,
+             "k_batch_stride": sk * hk * pad, "k_row_stride": hk * pad, "k_head_stride": pad,
+             "v_batch_stride": sk * hk * pad, "v_row_stride": hk * pad, "v_head_stride": pad,
+             "o_batch_stride": sq * h * pad, "o_row_stride": h * pad, "o_head_stride": pad,
+             "softmax_scale": self.scale, "causal": int(self.causal), "num_splits": g},
+            {"q": "q", "k": "k", "v": "v", "out": "out", "lse": "lse", "o_accum": "o_accum",
+             "lse_accum": "lse_accum"})
+
+    def buffers(self):
+        b, h, hk, sq, sk = self.shape
+        g = self.plan["num_splits"]
+        return {"q": self.q_bits.reshape(-1), "k": self.k_bits.reshape(-1),
+                "v": self.v_bits.reshape(-1),
+                "out": np.full(self.q_bits.size, POISON16, np.uint16),
+                "lse": np.full(b * h * sq, POISON32, np.uint32),
+                "o_accum": np.full(g * b * h * sq * self.d, POISON32, np.uint32),
+                "lse_accum": np.full(g * b * h * sq, POISON32, np.uint32)}
+
+    def check(self, buffers):
+        """(problems, max |out - ref|, bound, max lse error)."""
+        b, h, hk, sq, sk = self.shape
+        out = from_bits(buffers["out"].reshape(self.q_bits.shape), self.dtype)
+        lse = buffers["lse"].view(np.float32).astype(np.float64).reshape(b, h, sq)
+        found = []
+        if np.isnan(out[..., :self.d]).any() or np.isnan(lse).any():
+            found.append("NaN or unwritten (poison) values")
+        if not (buffers["out"].reshape(self.q_bits.shape)[..., self.d:] == POISON16).all():
+            found.append("wrote into the row padding")
+        seen = np.isfinite(self.ref_lse).transpose(0, 2, 1)  # (b, sq, h)
+        o = out[..., :self.d]
+        err = np.abs(o - self.ref)[seen].max(initial=0)
+        bound = 2 * np.abs(self.lowp - self.ref)[seen].max(initial=0) + 1e-3
+        if not err <= bound:
+            found.append(f"out error {err:.2e} > {bound:.2e}")
+        if (o[~seen] != 0).any():
+            found.append("rows that see no key are not 0")
+        fin = np.isfinite(self.ref_lse)
+        lse_err = np.abs(lse[fin] - self.ref_lse[fin]).max(initial=0)
+        if not lse_err <= 1e-4 * max(1.0, np.abs(self.ref_lse[fin]).max(initial=0)):
+            found.append(f"lse error {lse_err:.2e}")
+        if not (np.isneginf(lse) == ~fin).all():
+            found.append("lse -inf where a row sees keys, or finite where it sees none")
+        return found, err, bound, lse_err
+
+
+def symbol_of(names, needle):
+    found = [n for n, demangled in names.items() if needle in demangled]
+    assert len(found) == 1, f"{needle}: {found}"
+    return found[0]
+
+
+def build_kernels(target, out_dir):
+    """{(dtype, d): (code object, {demangled: symbol}, metadata)} and the combine's."""
+    kernels = {}
+    for dtype, d in itertools.product(DTYPES, (64, 128)):
+        build = tc.compile_source(os.path.join(GFX9, f"fwd_{dtype}_d{d}.cu"), target, out_dir,
+                                  EMULATOR_FLAGS)
+        meta = {k["name"]: k for k in tc.kernel_metadata(build.code_object)}
+        kernels[(dtype, d)] = (build.code_object, tc.demangle(list(meta)), meta)
+    build = tc.compile_source(COMBINE, target, out_dir)
+    meta = {k["name"]: k for k in tc.kernel_metadata(build.code_object)}
+    return kernels, (build.code_object, tc.demangle(list(meta)), meta)
+
+
+def producer_launch(case, kernels, order):
+    code_object, names, meta = kernels[(case.dtype, case.d)]
+    elem = "__hip_bfloat16" if case.dtype == "bf16" else "__half"
+    narrow = "true" if case.plan["details"]["block_m"] == 16 else "false"
+    split = "true" if case.plan["num_splits"] > 1 else "false"
+    symbol = symbol_of(names, f"gfx9::Policy<{elem}, {case.d}, {narrow}>, "
+                              f"{str(case.causal).lower()}, {split}>")
+    return emu.Launch(code_object, symbol, grid=case.plan["details"]["forward_grid"],
+                      block=(meta[symbol]["max_flat_workgroup_size"], 1, 1),
+                      args=[case.params()], buffers=case.buffers(), order=order, poison=True)
+
+
+def combine_launch(case, combine, producer, order):
+    code_object, names, meta = combine
+    elem = "__hip_bfloat16" if case.dtype == "bf16" else "__half"
+    symbol = symbol_of(names, f"combine_kernel<{elem}, {case.d}>")
+    lanes = case.plan["details"]["combine_lanes"]
+    return emu.Launch(code_object, symbol, grid=case.plan["details"]["combine_grid"],
+                      block=(meta[symbol]["max_flat_workgroup_size"], 1, 1),
+                      args=[case.params(), emu.Value(int(lanes.bit_length() - 1).to_bytes(4, "little"))],
+                      buffers=producer.buffers, order=order, poison=True)
+
+
+def test_gfx9_attention_on_emulator(tmp_path, capsys):
+    python, _, why = emu.find_emulator()
+    if python is None:
+        pytest.skip(why)
+    cases, producers = [], []
+    for target in emu.EMU_TARGETS:
+        compiler, why = tc.find_compiler(target)
+        if compiler is None:
+            tc.missing_compiler_outcome(why)
+        kernels, combine = build_kernels(target, str(tmp_path))
+        for seed, (dtype, d, narrow, causal, split, order) in enumerate(itertools.product(
+                DTYPES, (64, 128), (True, False), (False, True), (False, True), ORDERS)):
+            case = Case(target, dtype, d, narrow, causal, split, seed)
+            cases.append((case, order, combine))
+            producers.append(producer_launch(case, kernels, order))
+    produced = emu.run_launches(producers)
+    combines = [(i, combine_launch(case, combine, producers[i], order))
+                for i, (case, order, combine) in enumerate(cases) if case.plan["num_splits"] > 1]
+    combined = dict(zip((i for i, _ in combines), emu.run_launches([c for _, c in combines])))
+
+    lines = [f"{'target':7} {'dtype':5} {'d':>4} {'tile':6} {'causal':6} {'G':>2} {'order':5} "
+             f"{'(b,h,hk,sq,sk)':18} {'|out-ref|':>9} {'bound':>9} {'|lse-ref|':>9}  result"]
+    failures = []
+    for i, ((case, order, _), result) in enumerate(zip(cases, produced)):
+        errors = [] if result.ok else [f"producers: {result.error[:300]}"]
+        if i in combined and not combined[i].ok:
+            errors.append(f"combine: {combined[i].error[:300]}")
+        found, err, bound, lse_err = case.check(producers[i].buffers) if not errors else \
+            (errors, float("nan"), float("nan"), float("nan"))
+        label = (f"{case.target:7} {case.dtype:5} {case.d:4d} {'narrow' if case.narrow else 'wide':6} "
+                 f"{str(case.causal):6} {case.plan['num_splits']:2d} {order:5} "
+                 f"{str(case.shape):18}")
+        lines.append(f"{label} {err:9.2e} {bound:9.2e} {lse_err:9.2e}  "
+                     f"{'PASS' if not found else 'FAIL ' + '; '.join(found)}")
+        if found:
+            failures.append(f"{label}: {'; '.join(found)}")
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+    assert not failures, "\n".join(failures)
