@@ -7,17 +7,23 @@ Measure mode (needs a GPU):
   sq in {1,16,64,128,256,512,1024,4096}; sk in 512..131072; d in {64,128}; causal and not)
   in a seeded random order until the budget is spent, times every candidate G for each
   (interleaved: each repetition runs every G once, so drift during a shape's measurement falls
-  on all of its G alike; CSVs up to v6 timed the G one after another), and appends one CSV row
-  per (shape, G) as it goes (a killed run keeps what it measured).
+  on all of its G alike), and appends one CSV row per (shape, G) as it goes (a killed run keeps
+  what it measured).
 
 Evaluate mode (any machine):
     python benchmarks/tune_num_splits.py --evaluate tune_out/tune_num_splits_raw.csv
+    python benchmarks/tune_num_splits.py --evaluate benchmarks/data/h100_prefill_validation_2.csv
   recomputes the report from a raw CSV for (a) the heuristic G recorded by flashsplit.explain
   at measurement time and (b) a candidate heuristic written in Python below
   (`model_num_splits`): a MODEL of csrc/core/split_heuristic.cpp for offline tuning, to be
   ported back to C++ by hand. Its agreement with the recorded G is printed so a drifting mirror
   is noticed. --search tunes the model's constants by coordinate descent, and --exclude-shapes-in
   scores only shapes another CSV lacks (a held-out check).
+
+benchmarks/data/ holds the H100 datasets the shipped constants were fitted on and checked
+against (docs/design.md, "The split heuristic"): h100_iteration_fit.csv (the per-iteration
+times; its G were timed one after another, the others interleaved), h100_prefill_fit.csv,
+h100_decode_fit.csv, h100_prefill_validation_1.csv and h100_prefill_validation_2.csv.
 
 Each raw row records the kernel family that ran ("kernel": "portable_mma" or "hopper_wgmma",
 from explain; CSVs older than the column read as portable_mma) and the decision's tiles:
@@ -648,9 +654,9 @@ def measure(args):
 
 def unstable(row, max_spread):
     """A median more than max_spread times its own p10 means most repetitions were disturbed,
-    so it measured the machine rather than the kernel: on the lent H100 one G of a shape
-    sometimes reads 1.2-1.8x its value in other runs, with p10 near the usual time
-    (benchmarks/NOTES.md). About 1.3% of the rows of tune_h100_v3..v6 exceed 1.2."""
+    so it measured the machine rather than the kernel: on an H100 one G of a shape sometimes
+    reads 1.2-1.8x its value in other runs, with p10 near the usual time. 1.1% of the rows of
+    benchmarks/data/h100_iteration_fit.csv exceed 1.2, under 0.2% of the other datasets'."""
     if not max_spread or not row.get("p10_ms"):
         return False
     return float(row["ms"]) > max_spread * float(row["p10_ms"])
