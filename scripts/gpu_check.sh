@@ -384,7 +384,7 @@ else
     if [ -n "$POWER_PID" ]; then
       kill "$POWER_PID" 2>/dev/null
       wait "$POWER_PID" 2>/dev/null
-      DETAIL_LINES+=("$("$PY" scripts/power_summary.py "$WORK/gpu_power.csv" 2>&1 | head -n 1)")
+      DETAIL_LINES+=("$("$PY" benchmarks/power_summary.py "$WORK/gpu_power.csv" 2>&1 | head -n 1)")
     fi
     status=ok
     detail="splitkv rc=$kv_rc, seqlen rc=$sl_rc"

@@ -1,16 +1,16 @@
 """Summarises the GPU's power state while the benchmarks ran, from nvidia-smi samples.
 
-On the lent H100 every bench_seqlen point runs at the board's 700 W limit, with the software
-power cap lowering the SM clock (measured in session 18: 1425-1875 MHz for flashsplit and cuDNN
-alike; benchmarks/NOTES.md). Timings taken there depend on the clock the power controller
-allows, which ncu (it locks clocks) does not show, so gpu_check.sh samples the board during the
-benchmarks and prints this one-line summary beside their tables.
+On an H100 every bench_seqlen point runs at the board's 700 W limit, with the software power cap
+lowering the SM clock for flashsplit and its peers alike (docs/performance.md). Timings taken
+there depend on the clock the power controller allows, which ncu (it locks clocks) does not
+show, so scripts/gpu_check.sh samples the board during the benchmarks and prints this one-line
+summary beside their tables.
 
 Input: lines of `nvidia-smi --query-gpu=clocks.sm,power.draw,enforced.power.limit,
 clocks_throttle_reasons.active --format=csv,noheader,nounits`; samples whose fields are not
 numbers ("[N/A]", a header) are skipped.
 
-    python scripts/power_summary.py SAMPLES.csv
+    python benchmarks/power_summary.py SAMPLES.csv
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def summarize(lines: Iterable[str]) -> str:
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python scripts/power_summary.py SAMPLES.csv", file=sys.stderr)
+        print("usage: python benchmarks/power_summary.py SAMPLES.csv", file=sys.stderr)
         return 2
     with open(argv[0], encoding="utf-8", errors="replace") as f:
         print(summarize(f))

@@ -10,8 +10,7 @@ import types
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "benchmarks"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import _timing as T  # noqa: E402
 
 
@@ -75,8 +74,8 @@ def test_each_repetition_times_every_function_once_in_a_changing_order():
 
 
 def test_a_slow_first_place_falls_on_every_function_alike():
-    # A call in the first place of a repetition runs 10% slower (session 18 measured the first
-    # of four interleaved methods 2-3% slower on the H100). With one fixed order the first
+    # A call in the first place of a repetition runs 10% slower (on a power-capped H100 the first
+    # place of a fixed order of four methods reads 2-3% slower). With one fixed order the first
     # function would read 10% slow; with the places shared, every function's median reads
     # the same.
     gpu = FakeGpu(first_of=3, first_penalty=0.10)

@@ -1,11 +1,11 @@
-"""scripts/power_summary.py: the one-line power summary gpu_check.sh prints beside benchmarks."""
+"""benchmarks/power_summary.py: the one-line power summary gpu_check.sh prints beside benchmarks."""
 
 import importlib.util
 import os
 
 import pytest
 
-_PATH = os.path.join(os.path.dirname(__file__), "..", "scripts", "power_summary.py")
+_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "power_summary.py")
 _spec = importlib.util.spec_from_file_location("power_summary", _PATH)
 power_summary = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(power_summary)
