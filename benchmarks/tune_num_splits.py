@@ -668,7 +668,7 @@ def load_raw(path, max_spread=None, dropped=None):
     shapes = OrderedDict()
     with open(path, newline="") as fh:
         for row in csv.DictReader(fh):
-            # CSVs measured before the Hopper family existed have no kernel column: portable.
+            # A CSV without the kernel column holds rows of the portable kernels.
             row["kernel"] = row.get("kernel") or PORTABLE
             key = tuple(row[k] for k in ("b", "h", "hk", "sq", "sk", "d", "causal", "dtype"))
             entry = shapes.setdefault(key, {"info": row, "times": {}})
