@@ -1,27 +1,44 @@
 """Builds flashsplit._C with torch.utils.cpp_extension.
 
-GPU kernels are compiled when the installed torch is a CUDA build and nvcc is found; otherwise a
-CPU-only module is built (the gate then reports "built without GPU kernels" and every call takes
-the reference path). Install with `pip install --no-build-isolation .` so the build sees the torch
-you already have, as flash-attn does.
+GPU kernels are compiled when the installed torch is a CUDA build and a usable CUDA toolkit is
+found: its nvcc, its headers (cuda_runtime_api.h, and the CUDA libraries' headers that torch's
+own CUDA headers include, from the toolkit or from the nvidia-* wheels torch came with) and the
+same CUDA major version as torch's.
+Otherwise a CPU-only module is built (the gate then reports "built without GPU kernels" and
+every call takes the reference path), and the build prints why and what to install for the GPU
+kernels (`pip install -v` shows it). Install with `pip install --no-build-isolation .` so the
+build sees the torch you already have, as flash-attn does.
+
+The toolkit's root is, in this order: CUDA_HOME (or CUDA_PATH) when set; else the folder nvcc
+reports for itself (`nvcc -v --dryrun`, which also sees through a wrapper script on PATH), torch's
+own guess, /usr/local/cuda and /usr/local/cuda-*, the first that holds bin/nvcc and
+include/cuda_runtime_api.h with torch's CUDA major version.
 
 Environment:
   TORCH_CUDA_ARCH_LIST  archs to compile for (default "8.0;9.0a")
   MAX_JOBS              parallel compile jobs (read by torch's BuildExtension)
   FLASHSPLIT_CPU_ONLY=1 skip the GPU kernels even where they could be built
+  CUDA_HOME             the CUDA toolkit's root, where it is not found by itself
 """
 import glob
 import os
 import re
+import shutil
+import subprocess
+import tempfile
 
 from setuptools import find_packages, setup
 
 import torch
-from torch.utils import cpp_extension
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEAD_DIMS = (64, 128)  # must match the instantiations in csrc/kernels/sm80/
 DEFAULT_ARCHS = "8.0;9.0a"
+
+
+def say(message):
+    """A line of the build's own output (pip shows it with -v, or when the build fails)."""
+    print("flashsplit setup: " + message, flush=True)
 
 
 def rel(pattern):
@@ -38,12 +55,142 @@ def refuse_rocm():
         )
 
 
-def want_gpu_kernels():
-    if os.environ.get("FLASHSPLIT_CPU_ONLY") == "1":
-        return False
-    refuse_rocm()
-    return torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
+# ------------------------------------------------------------------ the CUDA toolkit
 
+# Headers torch's ATen/cuda/CUDAContext.h includes besides the runtime's: a toolkit without the
+# CUDA libraries (cuSPARSE, cuBLAS, cuSOLVER) lacks them, but a CUDA build of torch from pip
+# brings them in its nvidia-* wheels.
+TORCH_CUDA_LIBRARY_HEADERS = ("cusparse.h", "cublas_v2.h", "cublasLt.h", "cusolverDn.h")
+
+def major_of(version):
+    match = re.match(r"^(\d+)", version or "")
+    return int(match.group(1)) if match else None
+
+
+def nvcc_release(nvcc):
+    """'13.0' from `nvcc --version`, or None where it does not run."""
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"release (\d+\.\d+)", out)
+    return match.group(1) if match else None
+
+
+def nvcc_reported_root(nvcc):
+    """The toolkit root nvcc names for itself (its TOP), which a wrapper script on PATH hides."""
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            probe = os.path.join(folder, "probe.cu")
+            with open(probe, "w") as fh:
+                fh.write("\n")
+            out = subprocess.run([nvcc, "-v", "--dryrun", "-c", probe, "-o", probe + ".o"],
+                                 capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"^#\$ TOP=(.+)$", out.stdout + out.stderr, re.MULTILINE)
+    return os.path.realpath(match.group(1).strip()) if match else None
+
+
+def toolkit_problem(root, torch_major):
+    """Why `root` cannot build the kernels for this torch ("" when it can), and its release."""
+    nvcc = os.path.join(root, "bin", "nvcc")
+    if not os.path.isfile(nvcc):
+        return "%s has no bin/nvcc" % root, None
+    if not os.path.isfile(os.path.join(root, "include", "cuda_runtime_api.h")):
+        return "%s has no include/cuda_runtime_api.h (not a CUDA toolkit root)" % root, None
+    release = nvcc_release(nvcc)
+    if release is None:
+        return "%s/bin/nvcc --version did not report a release" % root, None
+    if major_of(release) != torch_major:
+        return ("%s holds CUDA %s, but this torch was built with CUDA %s: the major versions must "
+                "match" % (root, release, torch.version.cuda)), release
+    return "", release
+
+
+def wheel_include_dirs():
+    """The include folders of the nvidia-* wheels installed beside torch (site-packages/nvidia/
+    */include: one per library for CUDA 12 wheels, cu13/include for CUDA 13)."""
+    site = os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__)))
+    return sorted(glob.glob(os.path.join(site, "nvidia", "*", "include")))
+
+
+def library_header_dirs(root):
+    """(extra include folders, missing headers): where each of TORCH_CUDA_LIBRARY_HEADERS is
+    found, the toolkit's own include folder first, then the nvidia-* wheels'."""
+    extra, missing = [], []
+    for header in TORCH_CUDA_LIBRARY_HEADERS:
+        if os.path.isfile(os.path.join(root, "include", header)):
+            continue
+        found = [d for d in wheel_include_dirs() if os.path.isfile(os.path.join(d, header))]
+        if not found:
+            missing.append(header)
+        elif found[0] not in extra:
+            extra.append(found[0])
+    return extra, missing
+
+
+def find_cuda_toolkit():
+    """(root, release, "") for a toolkit that can build the kernels, else (None, None, reason)."""
+    torch_major = major_of(torch.version.cuda)
+    chosen = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if chosen:
+        # The user's choice is kept: a wrong one is reported rather than replaced.
+        problem, release = toolkit_problem(os.path.realpath(chosen), torch_major)
+        return (None, None, "CUDA_HOME=%s: %s" % (chosen, problem)) if problem else \
+            (os.path.realpath(chosen), release, "")
+    candidates = []
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(nvcc_reported_root(nvcc))
+        candidates.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    candidates.append("/usr/local/cuda")
+    candidates += sorted(glob.glob("/usr/local/cuda-*"), reverse=True)
+    problems, seen = [], set()
+    for root in candidates:
+        if not root or not os.path.isdir(root) or os.path.realpath(root) in seen:
+            continue
+        root = os.path.realpath(root)
+        seen.add(root)
+        problem, release = toolkit_problem(root, torch_major)
+        if not problem:
+            return root, release, ""
+        problems.append(problem)
+    if not problems:
+        return None, None, "no CUDA toolkit found (no nvcc on PATH, no /usr/local/cuda*)"
+    return None, None, "no usable CUDA toolkit: " + "; ".join(problems)
+
+
+def gpu_build_plan():
+    """(True, toolkit root, release, extra include folders) to build the GPU kernels, or
+    (False, reason, advice, None)."""
+    if os.environ.get("FLASHSPLIT_CPU_ONLY") == "1":
+        return False, "FLASHSPLIT_CPU_ONLY=1", "unset it to build the GPU kernels", None
+    refuse_rocm()
+    if torch.version.cuda is None:
+        return (False, "this torch (%s) is a CPU-only build" % torch.__version__,
+                "for the GPU kernels install a CUDA build of torch whose CUDA major version "
+                "matches your CUDA toolkit, then reinstall flashsplit", None)
+    root, release, reason = find_cuda_toolkit()
+    if root is None:
+        where = ("point CUDA_HOME at it (the folder holding bin/nvcc and include/) or unset it"
+                 if os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+                 else "set CUDA_HOME to its root if it is not found by itself")
+        return (False, reason,
+                "for the GPU kernels install a CUDA %s.x toolkit (nvcc and headers) and %s, or "
+                "install a torch built for the CUDA version you have, then reinstall flashsplit"
+                % (major_of(torch.version.cuda), where), None)
+    extra, missing = library_header_dirs(root)
+    if missing:
+        return (False, "the CUDA toolkit at %s lacks %s, which torch's CUDA headers include, and "
+                "no nvidia-* wheel beside torch has them" % (root, ", ".join(missing)),
+                "for the GPU kernels install the CUDA %s.x libraries' development headers "
+                "(cuSPARSE, cuBLAS, cuSOLVER) into that toolkit, then reinstall flashsplit"
+                % major_of(torch.version.cuda), None)
+    return True, root, release, extra
+
+
+# ------------------------------------------------------------------ the extension
 
 def arch_numbers(arch_list):
     """'8.0;9.0a' -> [80, 90]: the compute capabilities the gate may admit."""
@@ -60,11 +207,26 @@ def extension():
     sources = rel("csrc/core/*.cpp") + rel("csrc/torch/*.cpp")
     include_dirs = [os.path.join(HERE, "csrc")]
     cxx_flags = ["-O3"]  # the C++ standard is torch's choice (its headers need it)
-    if not want_gpu_kernels():
-        return cpp_extension.CppExtension(
+    build_gpu, where, detail, extra_includes = gpu_build_plan()
+    if not build_gpu:
+        say("building the CPU-only module (every call takes the reference path): %s. %s." %
+            (where, detail[0].upper() + detail[1:]))
+        from torch.utils import cpp_extension
+        return cpp_extension, cpp_extension.CppExtension(
             "flashsplit._C", sources, include_dirs=include_dirs, extra_compile_args={"cxx": cxx_flags}
         )
+    # torch reads CUDA_HOME once, when cpp_extension is imported; the root found above wins.
+    os.environ["CUDA_HOME"] = where
+    from torch.utils import cpp_extension
+    cpp_extension.CUDA_HOME = where
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_ARCHS)
+    say("building the GPU kernels for TORCH_CUDA_ARCH_LIST=%s with CUDA %s at %s (torch %s, "
+        "CUDA %s)" % (os.environ["TORCH_CUDA_ARCH_LIST"], detail, where, torch.__version__,
+                      torch.version.cuda))
+    if extra_includes:
+        # The toolkit's own headers first; the wheels' only for what it lacks.
+        say("CUDA library headers from %s" % ", ".join(extra_includes))
+        include_dirs += [os.path.join(where, "include")] + extra_includes
     archs = arch_numbers(os.environ["TORCH_CUDA_ARCH_LIST"])
     defines = [
         "-DFLASHSPLIT_WITH_CUDA",
@@ -78,7 +240,7 @@ def extension():
         defines.append("-DFLASHSPLIT_WITH_HOPPER")
     if os.environ.get("FLASHSPLIT_PTXAS_VERBOSE") == "1":
         nvcc_flags.append("-Xptxas=-v")
-    return cpp_extension.CUDAExtension(
+    return cpp_extension, cpp_extension.CUDAExtension(
         "flashsplit._C",
         sources + rel("csrc/kernels/**/*.cu"),
         include_dirs=include_dirs,
@@ -86,11 +248,13 @@ def extension():
     )
 
 
+cpp_extension, ext = extension()
+
 setup(
     name="flashsplit",
     version="0.1.0",
     package_dir={"": "python"},
     packages=find_packages("python"),
-    ext_modules=[extension()],
+    ext_modules=[ext],
     cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
 )

@@ -8,13 +8,13 @@ Timing method (why it looks like this):
   kernel would be timed together with the Python overhead of launching it.
 - When one input set fits in L2 (50 MB on H100), several sets are rotated so every call reads
   its inputs from HBM, as it would inside a model: call by call, also across the functions of
-  one interleaved repetition (until session 15 they shared a repetition's set, so every function
-  after the first read inputs the first had just pulled into L2).
+  one interleaved repetition (a set shared by a repetition would let every function after the
+  first read inputs the first had just pulled into L2).
 - The functions of a repetition run in an order that changes from one repetition to the next,
-  each taking every place equally often: on the power-capped H100 a call's time depends on the
-  calls just before it (session 18 measured the first of flashsplit, flashsplit, SDPA flash,
-  SDPA cuDNN 2-3% slower than the second, whichever of the two equal flashsplit calls came
-  first), so a fixed order charged that to whichever function came first.
+  each taking every place equally often: on a power-capped H100 a call's time depends on the
+  calls just before it (in the fixed order flashsplit, flashsplit, SDPA flash, SDPA cuDNN the
+  first of two equal flashsplit calls reads 2-3% slower than the second), so a fixed order
+  would charge that to whichever function comes first.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 EXIT_NO_GPU = 2
 EXIT_NO_EXTENSION = 3
 
-# Measured ceilings on the H100 of this project (/work/shared/REFERENCES.md).
+# Ceilings measured on an H100 80GB HBM3 (docs/performance.md): the floors bench_splitkv reports.
 PEAK_TFLOPS_BF16 = 795.0      # dense bf16 matmul 8192^3
 PEAK_BYTES_PER_S = 3.02e12    # device-to-device copy, read + write bytes
 L2_BYTES = 50 * 1024 * 1024
@@ -46,13 +46,19 @@ DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16"}
 
 # ----------------------------------------------------------------------------- environment
 
-def require_cuda(program: str):
-    """Returns torch when a CUDA device is visible; otherwise exits with code 2 and says why."""
+def import_torch(program: str):
+    """Returns torch; exits with code 2 and says why when it cannot be imported."""
     try:
         import torch
     except ImportError as exc:  # pragma: no cover - torch is a hard requirement
         print(f"{program}: cannot import torch ({exc}); nothing to benchmark.", file=sys.stderr)
         sys.exit(EXIT_NO_GPU)
+    return torch
+
+
+def require_cuda(program: str):
+    """Returns torch when a CUDA device is visible; otherwise exits with code 2 and says why."""
+    torch = import_torch(program)
     if not torch.cuda.is_available():
         print(f"{program}: no CUDA device is visible (torch {torch.__version__}, "
               f"torch.version.cuda={torch.version.cuda}). These benchmarks time GPU kernels; "
@@ -87,7 +93,9 @@ def import_flashsplit(program: str, need_native: bool = True):
             sys.exit(EXIT_NO_EXTENSION)
         if not info.get("gpu_kernels_built", False):
             print(f"{program}: flashsplit was built without GPU kernels (build_info={info}); "
-                  f"timings would measure the reference path.", file=sys.stderr)
+                  f"timings would measure the reference path. Reinstall with `pip install -v "
+                  f"--no-build-isolation .`: the build says why it skipped the GPU kernels.",
+                  file=sys.stderr)
             sys.exit(EXIT_NO_EXTENSION)
     return flashsplit
 
@@ -240,9 +248,9 @@ def time_cuda_interleaved(torch, fns: Sequence[Callable], arg_sets: Sequence[tup
     """Median CUDA-event times of several functions compared with each other (split counts of
     one shape, peers): each repetition times every function once, so a drift of the GPU's
     speed during the measurement (clocks, power, the previous shape's after-effects) falls on
-    all of them alike instead of on whichever ran first. On the H100, timing split counts one
-    after another read the first ones of some decode shapes 15-18% slow against other runs
-    (benchmarks/NOTES.md, "interleaved timing"). The order within a repetition changes so that
+    all of them alike instead of on whichever ran first. On an H100, timing split counts one
+    after another reads the first ones of some decode shapes 15-18% slow against other runs
+    (docs/performance.md). The order within a repetition changes so that
     every function takes every place equally often (a fixed order charged the slower first
     place to one function; module docstring). Each call takes the next of arg_sets, so no call
     reads inputs its predecessor left in L2.
@@ -348,7 +356,12 @@ def flashsplit_runner(flashsplit, causal: bool, num_splits: int) -> Callable:
 
 
 def explain(flashsplit, q, k, v, causal: bool, num_splits: int = 0) -> Dict[str, object]:
-    return dict(flashsplit.explain(q, k, v, causal=causal, num_splits=num_splits))
+    """flashsplit.explain's decision as one flat dict: the kernel internals it nests under
+    "details" (block_m, grid_blocks, tail_tiles, ...) beside path, kernel, num_splits and
+    reason, which the benchmarks record."""
+    decision = dict(flashsplit.explain(q, k, v, causal=causal, num_splits=num_splits))
+    details = decision.pop("details", None) or {}
+    return {**details, **decision}
 
 
 def first_output(result):

@@ -12,14 +12,23 @@ Outputs in --out: bench_seqlen.csv (one row per point and method), bench_seqlen.
 environment), bench_seqlen.png (TFLOPS vs s, one panel per (d, causal)), and
 bench_seqlen_summary.txt (the few key rows).
 
-Exit codes: 0 ok, 2 no CUDA device, 3 flashsplit not built with GPU kernels.
+Without a CUDA device it runs a small CPU sweep instead and says so: no GPU kernel is timed
+there. flashsplit.flash_attn_func on CPU tensors (its reference path) against
+torch.nn.functional.scaled_dot_product_attention on the CPU, fp32, b = 1 (or --fixed-batch),
+h = 8 heads (h / --gqa k/v heads), s = 128 ... 1k (or --seqlens), with the same outputs (GFLOPS
+instead of TFLOPS). It shows that the install works end to end, not how fast the GPU kernels are.
+
+Exit codes: 0 ok, 2 torch not importable, 3 flashsplit not importable, or (with a CUDA device)
+built without GPU kernels.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import os
+import statistics
 import sys
 import time
 from collections import OrderedDict
@@ -29,6 +38,11 @@ import _timing as T
 FULL_SEQLENS = "512,1k,2k,4k,8k,16k,32k"
 CHECK_LIMIT = 5e-2  # max |flashsplit - other| above this is flagged in the summary
 QUICK_SEQLENS = "1k,4k,16k"
+# The CPU sweep (no CUDA device): small enough to finish in about a minute on two cores.
+CPU_SEQLENS = "128,256,512,1k"
+CPU_QUICK_SEQLENS = "128,512"
+CPU_HEADS = 8
+CPU_CHECK_LIMIT = 1e-4  # fp32 on both sides
 
 
 def parse_args(argv=None):
@@ -48,12 +62,18 @@ def parse_args(argv=None):
     p.add_argument("--dtypes", default="bf16", help="comma list of bf16, fp16")
     p.add_argument("--peers", default=",".join(T.ALL_PEERS),
                    help="comma list (empty for none) of " + ", ".join(T.ALL_PEERS))
-    p.add_argument("--warmup", type=int, default=None, help="default 5 (--quick 3)")
-    p.add_argument("--reps", type=int, default=None, help="default 20 (--quick 10)")
+    p.add_argument("--warmup", type=int, default=None, help="default 5 (--quick 3; CPU sweep 2)")
+    p.add_argument("--reps", type=int, default=None,
+                   help="default 20 (--quick 10; CPU sweep 7)")
     p.add_argument("--quick", action="store_true",
                    help="fewer lengths and repetitions (the one-call GPU script uses this)")
     p.add_argument("--out", default="bench_out", help="folder for CSV/JSON/PNG")
     args = p.parse_args(argv)
+    # The CPU sweep has its own defaults for what was not given explicitly.
+    args.cpu_seqlens = T.parse_int_list(args.seqlens or
+                                        (CPU_QUICK_SEQLENS if args.quick else CPU_SEQLENS))
+    args.cpu_warmup = args.warmup if args.warmup is not None else 2
+    args.cpu_reps = args.reps if args.reps is not None else 7
     args.seqlens = T.parse_int_list(args.seqlens or (QUICK_SEQLENS if args.quick else FULL_SEQLENS))
     args.head_dims = T.parse_int_list(args.head_dims)
     args.causal_values = {"both": [False, True], "on": [True], "off": [False]}[args.causal]
@@ -229,7 +249,8 @@ def summary_lines(all_results, peer_names):
     return out
 
 
-def plot(path, all_results, method_names):
+def plot(path, all_results, method_names, value_key="tflops", ylabel="TFLOPS",
+         title="flashsplit forward vs peers"):
     plt = T.try_import_pyplot()
     if plt is None:
         return False
@@ -249,7 +270,7 @@ def plot(path, all_results, method_names):
                     row = res[name]
                     if pt["dtype"] == dtype and row["status"] == "ok":
                         xs.append(pt["sq"])
-                        ys.append(row["tflops"])
+                        ys.append(row[value_key])
                 if xs:
                     label = name if len(dtypes) == 1 else f"{name} {dtype}"
                     style = "-o" if name.startswith("flashsplit") else "--."
@@ -260,16 +281,166 @@ def plot(path, all_results, method_names):
         ax.set_xticklabels([f"{t // 1024}k" if t % 1024 == 0 else str(t) for t in ticks])
         ax.set_ylim(bottom=0)
         ax.set_xlabel("sequence length (sq = sk)")
-        ax.set_ylabel("TFLOPS")
+        ax.set_ylabel(ylabel)
         ax.set_title(f"d={d}, causal={causal}")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
-    T.save_figure(plt, fig, axes, n, path, dpi=110, title="flashsplit forward vs peers")
+    T.save_figure(plt, fig, axes, n, path, dpi=110, title=title)
     return True
+
+
+# ----------------------------------------------------------------------------- CPU sweep
+
+CPU_METHODS = ("flashsplit", "sdpa_cpu")
+NO_GPU_NOTE = ("no CUDA device: GPU kernels were NOT timed. This CPU sweep times flashsplit's "
+               "reference path against SDPA on the CPU (fp32); it shows the install works, not "
+               "how fast the GPU kernels are. Run on an NVIDIA GPU for the real benchmark.")
+
+
+def cpu_points(args):
+    h = CPU_HEADS
+    if h % args.gqa != 0:
+        raise SystemExit(f"--gqa {args.gqa} does not divide the CPU sweep's h = {h}")
+    for d in args.head_dims:
+        for causal in args.causal_values:
+            for s in args.cpu_seqlens:
+                yield OrderedDict(dtype="fp32", d=d, causal=causal, b=args.fixed_batch or 1,
+                                  h=h, hk=h // args.gqa, sq=s, sk=s)
+
+
+def time_cpu_interleaved(fns, warmup, reps):
+    """Median / p10 / p90 wall time (ms) of each function, timed interleaved: each repetition
+    runs every function once, in an order that rotates from one repetition to the next."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times = [[] for _ in fns]
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for i in range(reps):
+            for j in range(len(fns)):
+                f = (i + j) % len(fns)
+                start = time.perf_counter()
+                fns[f]()
+                times[f].append((time.perf_counter() - start) * 1e3)
+    finally:
+        if collecting:
+            gc.enable()
+    result = []
+    for samples in times:
+        samples.sort()
+        result.append((statistics.median(samples), samples[int(0.1 * (len(samples) - 1))],
+                       samples[int(0.9 * (len(samples) - 1))]))
+    return result
+
+
+def run_cpu_point(torch, flashsplit, args, pt):
+    import torch.nn.functional as F
+    b, h, hk, sq, sk, d, causal = (pt[k] for k in ("b", "h", "hk", "sq", "sk", "d", "causal"))
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(b, sq, h, d, generator=gen)
+    k = torch.randn(b, sk, hk, d, generator=gen)
+    v = torch.randn(b, sk, hk, d, generator=gen)
+    decision = T.explain(flashsplit, q, k, v, causal, 0)
+    kwargs = {"is_causal": causal}
+    if h != hk:
+        kwargs["enable_gqa"] = True
+
+    def ours():
+        return T.first_output(flashsplit.flash_attn_func(q, k, v, causal=causal))
+
+    def sdpa():
+        # SDPA takes (b, h, s, d); sq == sk here, so its top-left causal mask is flashsplit's.
+        return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                              v.transpose(1, 2), **kwargs).transpose(1, 2)
+
+    worst = max_abs_diff(torch, ours(), sdpa())
+    timings = time_cpu_interleaved([ours, sdpa], args.cpu_warmup, args.cpu_reps)
+    flops = T.attention_flops(b, h, sq, sk, d, causal)
+    results = OrderedDict()
+    for name, (ms, p10, p90) in zip(CPU_METHODS, timings):
+        row = OrderedDict(device="cpu", **pt)
+        row.update(method=name, num_splits=None, ms=ms, p10_ms=p10, p90_ms=p90,
+                   gflops=flops / (ms * 1e-3) / 1e9, status="ok", note="")
+        if name == "flashsplit":
+            row.update(num_splits=decision.get("num_splits"),
+                       note=f"{decision.get('path')} path: {decision.get('reason')}",
+                       check_max_abs_diff=f"vs_sdpa_cpu={worst:.3g}", check_worst=worst)
+        results[name] = row
+    return results
+
+
+def cpu_table(all_results):
+    header = ["dtype", "d", "causal", "b", "h/hk", "s", "flashsplit ms", "sdpa_cpu ms",
+              "flashsplit GFLOPS", "sdpa_cpu GFLOPS", "xsdpa_cpu"]
+    lines = []
+    for pt, res in all_results:
+        fs, peer = res["flashsplit"], res["sdpa_cpu"]
+        lines.append([pt["dtype"], pt["d"], "Y" if pt["causal"] else "N", pt["b"],
+                      f"{pt['h']}/{pt['hk']}", pt["sq"], f"{fs['ms']:.3g}", f"{peer['ms']:.3g}",
+                      f"{fs['gflops']:.3g}", f"{peer['gflops']:.3g}",
+                      f"{peer['ms'] / fs['ms']:.3f}"])
+    return T.format_table(lines, header)
+
+
+def cpu_summary(all_results, torch):
+    out = ["bench_seqlen CPU sweep (" + NO_GPU_NOTE + ")",
+           f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads; "
+           f"flashsplit ran: {all_results[0][1]['flashsplit']['note'] if all_results else '-'}"]
+    ratios = [res["sdpa_cpu"]["ms"] / res["flashsplit"]["ms"] for _, res in all_results]
+    if ratios:
+        gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        out.append(f"geomean xsdpa_cpu = {gm:.3f} over {len(ratios)} points "
+                   f"(min {min(ratios):.3f}, max {max(ratios):.3f}; SDPA time / flashsplit time)")
+    worst = max((res["flashsplit"]["check_worst"] for _, res in all_results), default=0.0)
+    out.append(f"largest |flashsplit - sdpa_cpu| over all points: {worst:.3g}" +
+               ("" if worst <= CPU_CHECK_LIMIT else f"  WARNING: above {CPU_CHECK_LIMIT}"))
+    return out
+
+
+def cpu_main(args, torch):
+    """The sweep without a CUDA device (module docstring): reference path vs SDPA on the CPU."""
+    T.progress("bench_seqlen: " + NO_GPU_NOTE)
+    flashsplit = T.import_flashsplit("bench_seqlen", need_native=False)
+    os.makedirs(args.out, exist_ok=True)
+    plan = list(cpu_points(args))
+    rows, all_results = [], []
+    began = time.perf_counter()
+    for i, pt in enumerate(plan):
+        res = run_cpu_point(torch, flashsplit, args, pt)
+        rows.extend(res.values())
+        all_results.append((pt, res))
+        T.progress(f"[{i + 1}/{len(plan)} {time.perf_counter() - began:5.1f}s] cpu fp32 d={pt['d']} "
+                   f"causal={pt['causal']} s={pt['sq']}: flashsplit {res['flashsplit']['ms']:.3g} ms, "
+                   f"sdpa_cpu {res['sdpa_cpu']['ms']:.3g} ms")
+    stem = os.path.join(args.out, "bench_seqlen")
+    T.write_csv(stem + ".csv", rows)
+    env = OrderedDict(device="cpu", torch=torch.__version__, threads=torch.get_num_threads(),
+                      note=NO_GPU_NOTE)
+    try:
+        env["flashsplit_build"] = flashsplit._C.build_info()
+    except Exception as exc:  # noqa: BLE001 - the sweep itself needs no native build
+        env["flashsplit_build"] = f"unavailable: {exc}"
+    T.write_json(stem + ".json", {"environment": env, "args": vars(args), "rows": rows})
+    plotted = plot(stem + ".png", all_results, list(CPU_METHODS), value_key="gflops",
+                   ylabel="GFLOPS (CPU)",
+                   title="CPU sweep: flashsplit reference path vs SDPA (GPU kernels not timed)")
+    summary = cpu_summary(all_results, torch)
+    with open(stem + "_summary.txt", "w") as fh:
+        fh.write("\n".join(summary) + "\n")
+    print(cpu_table(all_results))
+    print("\n".join(summary))
+    print(f"wrote {stem}.csv, {stem}.json" + (f", {stem}.png" if plotted else "") +
+          f", {stem}_summary.txt")
+    return 0
 
 
 def main(argv=None):
     args = parse_args(argv)
+    torch = T.import_torch("bench_seqlen")
+    if not torch.cuda.is_available():
+        return cpu_main(args, torch)
     torch, flashsplit, env = T.start_benchmark("bench_seqlen", args.out)
 
     plan = list(points(args))

@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# Everything flashsplit needs checked on a GPU, in ONE bounded call (device time is scarce):
-#   1. environment (nvidia-smi, python/torch/CUDA versions)
-#   2. build the extension (no network needed)
+# flashsplit's GPU CI job: everything that needs an NVIDIA GPU, checked in one bounded run.
+#   1. environment: nvidia-smi, python / torch / CUDA versions
+#   2. build: installs the extension from this checkout (no network used)
 #   3. GPU tests: python -m pytest -q -m gpu tests (log + junit xml), twice: as shipped and
 #      with FLASHSPLIT_DISABLE_HOPPER=1 (the portable kernels serve every call)
 #   4. compute-sanitizer: memcheck + racecheck on small cases (scripts/sanitize.sh)
-#   5. short benchmarks: bench_splitkv.py and bench_seqlen.py (CSV + PNG), with the board's
-#      power and SM clock sampled meanwhile (scripts/power_summary.py; samples in the tar)
-# and prints a SHORT summary LAST. Every stage runs under `timeout`, and all stages share one
-# overall budget (TOTAL_BUDGET seconds): a slow stage shrinks the ones after it instead of the
-# whole call being killed from outside.
+#   5. benchmarks: bench_splitkv.py and bench_seqlen.py (CSV + PNG), with the board's power and
+#      SM clock sampled meanwhile (benchmarks/power_summary.py; samples in the tar)
+# and prints a short summary last. Every stage runs under `timeout`, and all stages share one
+# budget (TOTAL_BUDGET seconds): a slow stage shrinks the ones after it, so the job always ends
+# with its summary instead of being killed from outside.
 #
 #   bash scripts/gpu_check.sh [OUT_DIR]          (default: $OUT, else ./gpu_out)
 #
-# OUT_DIR receives at most 8 files (the device tool returns only 8):
+# OUT_DIR receives a compact artefact set of at most 8 files, what a CI run keeps:
 #   summary.txt build.log tests.log sanitizer.log bench_splitkv.csv bench_seqlen.csv
 #   bench_seqlen.png extra.tar.gz (junit xml, env details, benchmark logs/JSON, splitkv plot,
-#   full logs when the top-level copies were trimmed).
+#   power samples, full logs where the top-level copies were trimmed).
 #
 # Environment knobs:
 #   BUILD=pip|inplace|skip  pip (default): pip install --no-build-isolation --no-deps -v .
@@ -39,7 +39,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT_DIR=${1:-${OUT:-./gpu_out}}
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")   # everything beyond the 8 files
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")   # everything else; packed into extra.tar.gz
 cd "$REPO" || exit 1
 # Stale results of an earlier run must not pass for this run's.
 rm -f "$OUT_DIR"/{summary.txt,build.log,tests.log,sanitizer.log,bench_splitkv.csv,bench_seqlen.csv,bench_seqlen.png,extra.tar.gz}
@@ -201,7 +201,7 @@ case "$BUILD" in
   none) build_rc=124 ;;
   pip)
     # --force-reinstall: the same version number must not make pip keep a stale build.
-    # --no-index / --disable-pip-version-check: the GPU machine has no network; never wait on it.
+    # --no-index / --disable-pip-version-check: a GPU runner may have no network; never wait on it.
     timeout --kill-after=15 "$budget" "$PY" -m pip install --no-build-isolation --no-deps \
         --no-index --disable-pip-version-check --force-reinstall --no-input -v . \
         > "$BUILD_LOG" 2>&1 || build_rc=$? ;;
@@ -267,7 +267,7 @@ run_tests() {
       -p no:cacheprovider --tb=short -rfE --durations=10 --junitxml="$JUNIT" \
       ${PYTEST_ARGS:-} > "$TESTS_LOG" 2>&1
   tests_rc=$?
-  # Only the first run's log fits among the 8 returned files; the other goes in extra.tar.gz.
+  # The first run's log is a top-level artefact; the other goes in extra.tar.gz.
   if [ "$stage" = tests ]; then cap_copy "$TESTS_LOG" "$OUT_DIR/tests.log"; fi
   counts=$("$PY" - "$JUNIT" <<'EOF' 2>/dev/null
 import sys, xml.etree.ElementTree as ET
@@ -354,8 +354,8 @@ else
     BENCH_DIR="$WORK/bench"
     mkdir -p "$BENCH_DIR"
     half=$(( budget / 2 ))
-    # The board's power state while the benchmarks run (every bench_seqlen point runs at the
-    # H100's power limit: benchmarks/NOTES.md, session 18), summarised beside their tables.
+    # The board's power state while the benchmarks run (on an H100 every bench_seqlen point runs
+    # at the power limit: docs/performance.md), summarised beside their tables.
     POWER_PID=""
     if command -v nvidia-smi >/dev/null 2>&1; then
       nvidia-smi --query-gpu=clocks.sm,power.draw,enforced.power.limit,clocks_throttle_reasons.active \
@@ -384,7 +384,7 @@ else
     if [ -n "$POWER_PID" ]; then
       kill "$POWER_PID" 2>/dev/null
       wait "$POWER_PID" 2>/dev/null
-      DETAIL_LINES+=("$("$PY" scripts/power_summary.py "$WORK/gpu_power.csv" 2>&1 | head -n 1)")
+      DETAIL_LINES+=("$("$PY" benchmarks/power_summary.py "$WORK/gpu_power.csv" 2>&1 | head -n 1)")
     fi
     status=ok
     detail="splitkv rc=$kv_rc, seqlen rc=$sl_rc"

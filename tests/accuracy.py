@@ -1,4 +1,4 @@
-"""flash-attn's tolerance rule (REFERENCES.md, "Testing conventions"), shared by the tests.
+"""flash-attn's tolerance rule (as in its tests/test_flash_attn.py), shared by the tests.
 
 A result passes when its max error against a high-precision reference is at most twice the max
 error that the same naive math makes when run in the inputs' own (low) precision, plus a small

@@ -2,7 +2,7 @@
 test really is the native one: without them every native-path test could be passing on the
 reference fallback.
 
-Tolerance rule (flash-attn's, REFERENCES.md): a result passes when
+Tolerance rule (flash-attn's, from its tests/test_flash_attn.py): a result passes when
     max |result - fp32 reference| <= 2 * max |same math in the inputs' precision - fp32 ref| + 1e-3
 over the entries that see at least one key. The 1e-3 absolute slack covers rows where the
 low-precision torch computation is (nearly) exact, e.g. sk == 1 (out = v) or a row dominated by
