@@ -14,13 +14,19 @@ reports for itself (`nvcc -v --dryrun`, which also sees through a wrapper script
 own guess, /usr/local/cuda and /usr/local/cuda-*, the first that holds bin/nvcc and
 include/cuda_runtime_api.h with torch's CUDA major version.
 
+With a ROCm build of torch, the AMD kernels (the gfx9 family) are compiled through torch's
+extension machinery (hipcc) for the targets of PYTORCH_ROCM_ARCH that flashsplit has kernels
+for and the compiler supports (default: gfx90a, gfx942 and gfx950).
+
 Environment:
-  TORCH_CUDA_ARCH_LIST  archs to compile for (default "8.0;9.0a")
+  TORCH_CUDA_ARCH_LIST  NVIDIA archs to compile for (default "8.0;9.0a")
+  PYTORCH_ROCM_ARCH     AMD targets to compile for (default "gfx90a;gfx942;gfx950")
   MAX_JOBS              parallel compile jobs (read by torch's BuildExtension)
   FLASHSPLIT_CPU_ONLY=1 skip the GPU kernels even where they could be built
   CUDA_HOME             the CUDA toolkit's root, where it is not found by itself
 """
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -32,8 +38,9 @@ from setuptools import find_packages, setup
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-HEAD_DIMS = (64, 128)  # must match the instantiations in csrc/kernels/sm80/
+HEAD_DIMS = (64, 128)  # must match the instantiations in csrc/kernels/{sm80,sm90,gfx9}/
 DEFAULT_ARCHS = "8.0;9.0a"
+AMD_TARGETS = ("gfx90a", "gfx942", "gfx950")  # the gfx9 family's targets
 
 
 def say(message):
@@ -45,14 +52,15 @@ def rel(pattern):
     return sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, pattern), recursive=True))
 
 
-def refuse_rocm():
-    if getattr(torch.version, "hip", None):
-        raise SystemExit(
-            "flashsplit: this torch is a ROCm build (HIP %s). flashsplit's HIP kernels are not "
-            "written yet (csrc/kernels has no AMD target), so there is nothing to build for this "
-            "GPU. Install a CUDA or CPU build of torch, or set FLASHSPLIT_CPU_ONLY=1 to build the "
-            "CPU-only module (reference path only)." % torch.version.hip
-        )
+def build_id(options):
+    """A digest of the sources and the options of this build: what a verify stamp is bound to."""
+    digest = hashlib.sha256(repr(sorted(options)).encode())
+    for path in sorted(glob.glob(os.path.join(HERE, "csrc", "**", "*"), recursive=True)):
+        if os.path.isfile(path):
+            digest.update(os.path.relpath(path, HERE).encode())
+            with open(path, "rb") as fh:
+                digest.update(fh.read())
+    return digest.hexdigest()[:16]
 
 
 # ------------------------------------------------------------------ the CUDA toolkit
@@ -166,7 +174,6 @@ def gpu_build_plan():
     (False, reason, advice, None)."""
     if os.environ.get("FLASHSPLIT_CPU_ONLY") == "1":
         return False, "FLASHSPLIT_CPU_ONLY=1", "unset it to build the GPU kernels", None
-    refuse_rocm()
     if torch.version.cuda is None:
         return (False, "this torch (%s) is a CPU-only build" % torch.__version__,
                 "for the GPU kernels install a CUDA build of torch whose CUDA major version "
@@ -203,18 +210,92 @@ def arch_numbers(arch_list):
     return sorted(set(archs))
 
 
+# ------------------------------------------------------------------ ROCm
+
+def hip_compiler():
+    """ROCm's hipcc (ROCM_HOME/bin/hipcc as torch finds it, else on PATH), or None."""
+    from torch.utils import cpp_extension
+    root = cpp_extension.ROCM_HOME
+    candidate = os.path.join(root, "bin", "hipcc") if root else None
+    return candidate if candidate and os.path.isfile(candidate) else shutil.which("hipcc")
+
+
+def compiles_for(hipcc, target):
+    """Whether hipcc builds device code for the AMD target."""
+    with tempfile.TemporaryDirectory() as folder:
+        probe = os.path.join(folder, "probe.hip")
+        with open(probe, "w") as fh:
+            fh.write("__global__ void probe(float* x) { x[0] = 1.f; }\n")
+        try:
+            done = subprocess.run([hipcc, "-x", "hip", "--offload-arch=" + target,
+                                   "--offload-device-only", "-c", probe, "-o", probe + ".o"],
+                                  capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.SubprocessError):
+            return False
+    return done.returncode == 0
+
+
+def amd_targets():
+    """(targets to build, why some asked for are left out)."""
+    asked = [t for t in re.split(r"[;\s,]+", os.environ.get("PYTORCH_ROCM_ARCH", "")) if t]
+    asked = [t.split(":")[0] for t in asked] or list(AMD_TARGETS)
+    hipcc = hip_compiler()
+    if hipcc is None:
+        return [], "no hipcc found (install ROCm, or set ROCM_HOME)"
+    targets, left_out = [], []
+    for target in asked:
+        if target not in AMD_TARGETS:
+            left_out.append("%s (flashsplit has kernels for %s only)" % (target, ", ".join(AMD_TARGETS)))
+        elif not compiles_for(hipcc, target):
+            left_out.append("%s (%s cannot build for it)" % (target, hipcc))
+        else:
+            targets.append(target)
+    return targets, "; ".join(left_out)
+
+
+def rocm_extension(sources, include_dirs, cxx_flags):
+    """The extension with the AMD kernels, or the CPU-only one where none can be built."""
+    from torch.utils import cpp_extension
+    targets, left_out = amd_targets()
+    if left_out:
+        say("AMD targets left out: " + left_out)
+    if not targets:
+        say("building the CPU-only module (every call takes the reference path): no AMD target "
+            "to build for this ROCm torch (%s)" % torch.version.hip)
+        return cpp_extension, cpp_extension.CppExtension(
+            "flashsplit._C", sources, include_dirs=include_dirs,
+            extra_compile_args={"cxx": cxx_flags + ["-DFLASHSPLIT_BUILD_ID=0x%s" % build_id([])]})
+    os.environ["PYTORCH_ROCM_ARCH"] = ";".join(targets)
+    say("building the AMD kernels for %s with ROCm %s (torch %s)" %
+        (", ".join(targets), torch.version.hip, torch.__version__))
+    switches = ["-DFLASHSPLIT_WITH_CUDA", "-DFLASHSPLIT_WITH_HIP"] + \
+        ["-DFLASHSPLIT_AMD_%s" % t.upper() for t in targets]
+    defines = switches + ["-DFLASHSPLIT_HEAD_DIMS=" + ",".join(map(str, HEAD_DIMS)),
+                          "-DFLASHSPLIT_BUILD_ID=0x%s" % build_id(targets)]
+    return cpp_extension, cpp_extension.CUDAExtension(
+        "flashsplit._C",
+        sources + rel("csrc/kernels/*.cu") + rel("csrc/kernels/gfx9/*.cu"),
+        include_dirs=include_dirs,
+        extra_compile_args={"cxx": cxx_flags + defines, "nvcc": ["-O3", "-std=c++17"] + switches},
+    )
+
+
+# ------------------------------------------------------------------ the extension
+
 def extension():
     sources = rel("csrc/core/*.cpp") + rel("csrc/torch/*.cpp")
     include_dirs = [os.path.join(HERE, "csrc")]
     cxx_flags = ["-O3"]  # the C++ standard is torch's choice (its headers need it)
+    if getattr(torch.version, "hip", None) and os.environ.get("FLASHSPLIT_CPU_ONLY") != "1":
+        return rocm_extension(sources, include_dirs, cxx_flags)
     build_gpu, where, detail, extra_includes = gpu_build_plan()
     if not build_gpu:
         say("building the CPU-only module (every call takes the reference path): %s. %s." %
             (where, detail[0].upper() + detail[1:]))
         from torch.utils import cpp_extension
         return cpp_extension, cpp_extension.CppExtension(
-            "flashsplit._C", sources, include_dirs=include_dirs, extra_compile_args={"cxx": cxx_flags}
-        )
+            "flashsplit._C", sources, include_dirs=include_dirs,
+            extra_compile_args={"cxx": cxx_flags + ["-DFLASHSPLIT_BUILD_ID=0x%s" % build_id([])]})
     # torch reads CUDA_HOME once, when cpp_extension is imported; the root found above wins.
     os.environ["CUDA_HOME"] = where
     from torch.utils import cpp_extension
@@ -238,11 +319,13 @@ def extension():
     # The Hopper kernels need the arch-specific sm_90a target (wgmma, setmaxnreg).
     if re.search(r"(^|[;\s,])9\.0a", os.environ["TORCH_CUDA_ARCH_LIST"]):
         defines.append("-DFLASHSPLIT_WITH_HOPPER")
+    defines.append("-DFLASHSPLIT_BUILD_ID=0x%s" % build_id(defines))
     if os.environ.get("FLASHSPLIT_PTXAS_VERBOSE") == "1":
         nvcc_flags.append("-Xptxas=-v")
     return cpp_extension, cpp_extension.CUDAExtension(
         "flashsplit._C",
-        sources + rel("csrc/kernels/**/*.cu"),
+        sources + rel("csrc/kernels/*.cu") + rel("csrc/kernels/sm80/*.cu") +
+        rel("csrc/kernels/sm90/*.cu"),
         include_dirs=include_dirs,
         extra_compile_args={"cxx": cxx_flags + defines, "nvcc": nvcc_flags},
     )

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# flashsplit's GPU CI job: everything that needs an NVIDIA GPU, checked in one bounded run.
-#   1. environment: nvidia-smi, python / torch / CUDA versions
+# flashsplit's GPU CI job: everything that needs a GPU, checked in one bounded run, on NVIDIA
+# (CUDA torch) or AMD (ROCm torch, through torch.cuda) alike.
+#   1. environment: nvidia-smi, python / torch / CUDA or ROCm versions
 #   2. build: installs the extension from this checkout (no network used)
-#   3. GPU tests: python -m pytest -q -m gpu tests (log + junit xml), twice: as shipped and
-#      with FLASHSPLIT_DISABLE_HOPPER=1 (the portable kernels serve every call)
-#   4. compute-sanitizer: memcheck + racecheck on small cases (scripts/sanitize.sh)
-#   5. benchmarks: bench_splitkv.py and bench_seqlen.py (CSV + PNG), with the board's power and
-#      SM clock sampled meanwhile (benchmarks/power_summary.py; samples in the tar)
+#   3. verify: python -m flashsplit.verify (the correctness matrix; admits the GPU on a pass)
+#   4. GPU tests: python -m pytest -q -m gpu tests (log + junit xml), twice on NVIDIA: as shipped
+#      and with FLASHSPLIT_DISABLE_HOPPER=1 (the portable kernels serve every call)
+#   5. compute-sanitizer (NVIDIA): memcheck + racecheck on small cases (scripts/sanitize.sh)
+#   6. benchmarks: bench_splitkv.py and bench_seqlen.py (CSV + PNG), with the board's power and
+#      SM clock sampled meanwhile where nvidia-smi is (benchmarks/power_summary.py)
 # and prints a short summary last. Every stage runs under `timeout`, and all stages share one
 # budget (TOTAL_BUDGET seconds): a slow stage shrinks the ones after it, so the job always ends
 # with its summary instead of being killed from outside.
@@ -22,16 +24,17 @@
 #   BUILD=pip|inplace|skip  pip (default): pip install --no-build-isolation --no-deps -v .
 #                           inplace: setup.py build_ext --inplace + PYTHONPATH=python
 #                           skip: use what is importable already
-#   ARCHS=native|all        native (default): TORCH_CUDA_ARCH_LIST = this GPU only (e.g. 9.0a),
-#                           about half the compile time; all: setup.py's default list.
-#                           An explicit TORCH_CUDA_ARCH_LIST always wins.
+#   ARCHS=native|all        native (default): TORCH_CUDA_ARCH_LIST (PYTORCH_ROCM_ARCH on AMD) =
+#                           this GPU only (e.g. 9.0a, gfx942), about half the compile time;
+#                           all: setup.py's default list. An explicit list always wins.
 #   SKIP_TESTS=1 SKIP_SANITIZER=1   skip those stages
 #   BENCH=quick|full|none   benchmark mode (default quick)
 #   PYTEST_ARGS="..."       extra pytest arguments (e.g. "-k forward -x")
 #   TOTAL_BUDGET=580        seconds for the whole script
-#   BUILD_TIMEOUT=300 TESTS_TIMEOUT=240 SANITIZER_TIMEOUT=150 BENCH_TIMEOUT=150  stage caps
+#   BUILD_TIMEOUT=300 VERIFY_TIMEOUT=240 TESTS_TIMEOUT=240 SANITIZER_TIMEOUT=150
+#   BENCH_TIMEOUT=150       stage caps
 #   MAX_JOBS=16 PYTHON=python
-# Exit code: 0 when every stage that ran passed; 1 otherwise; 2 when no CUDA device is visible.
+# Exit code: 0 when every stage that ran passed; 1 otherwise; 2 when no GPU is visible.
 set -u
 set -o pipefail
 
@@ -159,27 +162,38 @@ DEVICE_INFO=$("$PY" -c "
 import torch
 if torch.cuda.is_available():
     p = torch.cuda.get_device_properties(0)
-    print(f'{p.major}{p.minor}|{p.name} (cc {p.major}.{p.minor}, {p.multi_processor_count} SMs), torch {torch.__version__}, CUDA {torch.version.cuda}')
+    if torch.version.hip:
+        arch = p.gcnArchName.split(':')[0]
+        print(f'amd|{arch}|{p.name} ({arch}, {p.multi_processor_count} CUs), torch {torch.__version__}, ROCm {torch.version.hip}')
+    else:
+        print(f'nvidia|{p.major}{p.minor}|{p.name} (cc {p.major}.{p.minor}, {p.multi_processor_count} SMs), torch {torch.__version__}, CUDA {torch.version.cuda}')
 " 2>/dev/null)
 add_row env ok $(( SECONDS - t0 )) "details in extra.tar.gz:env.txt"
 if [ -z "$DEVICE_INFO" ]; then
-  DEVICE_LINE="no CUDA device visible to $PY"
-  log "no CUDA device is visible: the build, tests, sanitizer and benchmarks need one; stopping."
-  add_row build skipped 0 "no CUDA device"
-  add_row tests skipped 0 "no CUDA device"
-  add_row sanitizer skipped 0 "no CUDA device"
-  add_row bench skipped 0 "no CUDA device"
+  DEVICE_LINE="no GPU visible to $PY"
+  log "no GPU is visible: the build, tests, sanitizer and benchmarks need one; stopping."
+  add_row build skipped 0 "no GPU"
+  add_row tests skipped 0 "no GPU"
+  add_row sanitizer skipped 0 "no GPU"
+  add_row bench skipped 0 "no GPU"
   FAILED=1
   finish 2
 fi
-DEVICE_CC=${DEVICE_INFO%%|*}
-DEVICE_LINE=${DEVICE_INFO#*|}
-if [ -z "${TORCH_CUDA_ARCH_LIST:-}" ] && [ "${ARCHS:-native}" = native ]; then
+VENDOR=${DEVICE_INFO%%|*}
+DEVICE_ARCH=$(echo "$DEVICE_INFO" | cut -d'|' -f2)
+DEVICE_LINE=$(echo "$DEVICE_INFO" | cut -d'|' -f3-)
+if [ "$VENDOR" = amd ]; then
+  # An AMD GPU: the gfx9 kernels for this target only, unless PYTORCH_ROCM_ARCH says otherwise.
+  if [ -z "${PYTORCH_ROCM_ARCH:-}" ] && [ "${ARCHS:-native}" = native ]; then
+    export PYTORCH_ROCM_ARCH="$DEVICE_ARCH"
+  fi
+elif [ -z "${TORCH_CUDA_ARCH_LIST:-}" ] && [ "${ARCHS:-native}" = native ]; then
   # sm_90 needs the "a" variant for wgmma/setmaxnreg; other archs build as plain X.Y.
+  DEVICE_CC=$DEVICE_ARCH
   if [ "$DEVICE_CC" = 90 ]; then export TORCH_CUDA_ARCH_LIST="9.0a"
   else export TORCH_CUDA_ARCH_LIST="${DEVICE_CC:0:${#DEVICE_CC}-1}.${DEVICE_CC: -1}"; fi
 fi
-log "device: $DEVICE_LINE; TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-setup default}"
+log "device: $DEVICE_LINE; TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-setup default} PYTORCH_ROCM_ARCH=${PYTORCH_ROCM_ARCH:-setup default}"
 
 # Reserve for the stages still to come, so none of them is starved entirely.
 RESERVE_SUMMARY=15
@@ -308,18 +322,38 @@ EOF
   log "$stage $status: $first_line"
 }
 
+# ------------------------------------------------------------------ verify
+# python -m flashsplit.verify: the correctness matrix against the reference on this GPU; on a
+# pass it admits the GPU (a stamp in the cache folder), which the GPU tests of a GPU outside the
+# tested table (every AMD target) need.
+t0=$SECONDS
+VERIFY_LOG="$WORK/verify.log"
+log "verify"
+timeout --kill-after=15 "${VERIFY_TIMEOUT:-240}" "$PY" -m flashsplit.verify > "$VERIFY_LOG" 2>&1
+verify_rc=$?
+if [ "$verify_rc" -eq 0 ]; then status=PASS; else status=FAIL; FAILED=1; fi
+add_row verify "$status" $(( SECONDS - t0 )) "$(tail -n 1 "$VERIFY_LOG" | cut -c1-150)"
+while IFS= read -r line; do DETAIL_LINES+=("  verify | $line"); done \
+  < <(grep -E '^(dtype|bf16|fp16|FAILED)' "$VERIFY_LOG" | head -n 20)
+
 if [ "${SKIP_TESTS:-0}" = 1 ]; then
   add_row tests skipped 0 "SKIP_TESTS=1"
 else
   # RESERVE_TESTS covers both runs: the first keeps half of it for the second.
   run_tests tests $(( RESERVE_TESTS / 2 + RESERVE_SANITIZER + RESERVE_BENCH + RESERVE_SUMMARY ))
-  run_tests tests-portable $(( RESERVE_SANITIZER + RESERVE_BENCH + RESERVE_SUMMARY )) \
-    FLASHSPLIT_DISABLE_HOPPER=1
+  if [ "$VENDOR" = nvidia ]; then
+    run_tests tests-portable $(( RESERVE_SANITIZER + RESERVE_BENCH + RESERVE_SUMMARY )) \
+      FLASHSPLIT_DISABLE_HOPPER=1
+  else
+    add_row tests-portable skipped 0 "one kernel family on AMD (the Hopper switch is NVIDIA's)"
+  fi
 fi
 
 # ------------------------------------------------------------------ 4. sanitizer
 if [ "${SKIP_SANITIZER:-0}" = 1 ]; then
   add_row sanitizer skipped 0 "SKIP_SANITIZER=1"
+elif [ "$VENDOR" != nvidia ]; then
+  add_row sanitizer skipped 0 "compute-sanitizer is NVIDIA's; nothing of its kind runs here"
 else
   t0=$SECONDS
   budget=$(stage_budget "${SANITIZER_TIMEOUT:-150}" $(( RESERVE_BENCH + RESERVE_SUMMARY )))

@@ -38,16 +38,31 @@ LSE_ATOL = 1e-3
 LSE_RTOL = 1e-3
 
 _PROPS = torch.cuda.get_device_properties(0)
-DEVICE_CC = _PROPS.major * 10 + _PROPS.minor
+ON_ROCM = bool(getattr(torch.version, "hip", None))
+# The NVIDIA compute capability (0 on AMD GPUs, whose arch is ARCH).
+DEVICE_CC = 0 if ON_ROCM else _PROPS.major * 10 + _PROPS.minor
+ARCH = str(getattr(_PROPS, "gcnArchName", "")).split(":")[0] if ON_ROCM else f"sm_{DEVICE_CC}"
 BUILD_INFO = dict(_C.build_info())
-NATIVE_ADMITTED = bool(BUILD_INFO.get("gpu_kernels_built")) and \
-    DEVICE_CC in list(BUILD_INFO.get("tested_archs", []))
+# The family the plain calls below run on this GPU: the MFMA kernels on AMD, else mma.sync.
+PORTABLE = "portable_mfma" if ON_ROCM else "portable_mma"
+
+
+def _admitted():
+    """(whether the gate admits this GPU, its verdict for a plain call)."""
+    q = torch.ones(1, 16, 2, 64, device="cuda", dtype=torch.bfloat16)
+    decision = flashsplit.explain(q, q, q)
+    return decision["path"] == "native", decision
+
+
+NATIVE_ADMITTED, _PLAIN_CALL = _admitted()
 
 # On the H100 (cc 9.0) the native tests must run; test_build_admits_this_gpu fails loudly if the
-# build does not admit it. Elsewhere (an untested GPU) they skip with the reason.
+# build does not admit it. Elsewhere the gate admits a GPU once `python -m flashsplit.verify`
+# passed on it (or FLASHSPLIT_ALLOW_UNTESTED_ARCH=1); until then the native tests skip with the
+# gate's reason.
 requires_native = pytest.mark.skipif(
     not NATIVE_ADMITTED,
-    reason=f"native kernels not admitted on cc {DEVICE_CC} (build_info={BUILD_INFO})")
+    reason=f"native kernels not admitted on {ARCH}: {_PLAIN_CALL['reason']}")
 
 
 @pytest.fixture(autouse=True)
@@ -205,7 +220,7 @@ def test_long_sequences_run_the_hopper_kernels_unless_disabled(request):
     q, k, v = rand_qkv(generator_for(request), 1, 512, 512, 4, 4, 128, torch.bfloat16)
     decision = assert_native(q, k, v)
     if HOPPER_FORCED_OFF or DEVICE_CC != 90:
-        assert decision["kernel"] == "portable_mma", decision
+        assert decision["kernel"] == PORTABLE, decision
     else:
         assert BUILD_INFO.get("hopper_kernels_built"), f"no sm_90a kernels in {BUILD_INFO}"
         assert decision["kernel"] == "hopper_wgmma", decision
@@ -216,5 +231,5 @@ def test_long_sequences_run_the_hopper_kernels_unless_disabled(request):
 def test_decode_runs_the_portable_narrow_tile(request):
     q, k, v = rand_qkv(generator_for(request), 2, 1, 4096, 32, 8, 128, torch.bfloat16)
     decision = assert_native(q, k, v)
-    assert decision["kernel"] == "portable_mma", decision
+    assert decision["kernel"] == PORTABLE, decision
     assert decision["details"]["block_m"] == 16, decision

@@ -6,7 +6,7 @@ equal explain()'s answer for the same call."""
 import pytest
 import torch
 
-from test_gpu_common import generator_for, rand_qkv, requires_native
+from test_gpu_common import DEVICE_CC, PORTABLE, generator_for, rand_qkv, requires_native
 
 pytestmark = pytest.mark.gpu
 
@@ -59,13 +59,15 @@ def test_the_portable_launch_runs_the_plan_explain_returns(request, monkeypatch,
     monkeypatch.setenv("FLASHSPLIT_DISABLE_HOPPER", "1")
     *dims, _ = shape
     explained = _check_plan_is_what_ran(request, *dims)
-    assert explained["kernel"] == "portable_mma"
+    assert explained["kernel"] == PORTABLE
 
 
 @requires_native
 def test_the_shapes_cover_every_walk(request):
-    """The matrix above reaches each decision it claims to, so the equality is tested where the
-    plans differ."""
+    """The matrix above reaches each decision it claims to on the H100, so the equality is
+    tested where the plans differ."""
+    if DEVICE_CC != 90:
+        pytest.skip(f"the matrix is drawn for the H100's Hopper walks; this GPU is not cc 9.0")
     seen = set()
     for b, h, hk, sq, sk, d, causal, num_splits, _ in SHAPES:
         q = torch.empty(b, sq, h, d, device="cuda", dtype=torch.bfloat16)

@@ -4,8 +4,12 @@
 
 #include "kernels/attn_launch.h"
 #include "kernels/combine_kernel.h"
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+#include "kernels/gfx9/fwd_launch.h"
+#else
 #include "kernels/sm80/fwd_launch.h"
 #include "kernels/sm90/fwd_launch.h"
+#endif
 
 namespace flashsplit {
 namespace {
@@ -13,14 +17,20 @@ namespace {
 template <class Elem, int D>
 void launch_family(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                    LaunchRecord* record) {
-  switch (plan.gate.family) {
-    case KernelFamily::kHopperWgmma:
-      return sm90::launch_attn_fwd<Elem, D>(params, plan, stream, record);
-    case KernelFamily::kPortableMma:
-      return sm80::launch_attn_fwd<Elem, D>(params, plan, stream, record);
-    case KernelFamily::kNone: break;
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+  if (plan.gate.family == KernelFamily::kPortableMfma) {
+    return gfx9::launch_attn_fwd<Elem, D>(params, plan, stream, record);
   }
-  throw std::runtime_error("flashsplit: the plan names no kernel family (the gate refused it)");
+#else
+  if (plan.gate.family == KernelFamily::kHopperWgmma) {
+    return sm90::launch_attn_fwd<Elem, D>(params, plan, stream, record);
+  }
+  if (plan.gate.family == KernelFamily::kPortableMma) {
+    return sm80::launch_attn_fwd<Elem, D>(params, plan, stream, record);
+  }
+#endif
+  throw std::runtime_error(std::string("flashsplit: this build has no ") +
+                           kernel_family_name(plan.gate.family) + " kernels");
 }
 
 template <class Elem>

@@ -1,5 +1,7 @@
 #include "build_info.h"
 
+#include <cstdio>
+
 namespace flashsplit {
 
 BuildInfo current_build_info() {
@@ -27,9 +29,11 @@ BuildInfo current_build_info() {
   return info;
 }
 
-const char* build_id() {
+std::string build_id() {
 #ifdef FLASHSPLIT_BUILD_ID
-  return FLASHSPLIT_BUILD_ID;
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(FLASHSPLIT_BUILD_ID));
+  return text;
 #else
   return "unversioned";
 #endif

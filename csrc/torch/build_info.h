@@ -1,6 +1,8 @@
 // What this build contains, from the macros setup.py defines.
 #pragma once
 
+#include <string>
+
 #include "core/problem.h"
 
 namespace flashsplit {
@@ -9,6 +11,6 @@ BuildInfo current_build_info();
 
 // A digest of the sources and options this build was compiled from (setup.py's
 // FLASHSPLIT_BUILD_ID): a verify stamp admits a GPU for the build it was written by only.
-const char* build_id();
+std::string build_id();
 
 }  // namespace flashsplit

@@ -92,10 +92,10 @@ def cache_dir():
 
 
 def device_label(device):
-    """Name and compute capability: the best G differs between GPU models, not between two
+    """Name and arch (sm_90, gfx942): the best G differs between GPU models, not between two
     cards of one model, so this (not the device index) is what a cache file belongs to."""
-    major, minor = torch.cuda.get_device_capability(device)
-    return f"{torch.cuda.get_device_name(device)} sm_{major}{minor}"
+    identity = _stamp.device_identity(torch.device(device).index or 0)
+    return f"{identity['gpu']} {identity['arch']}"
 
 
 def cache_path(label):
