@@ -37,7 +37,7 @@ BUDGETS = (
                "flight (kCombineSplitsPerChunk), so waves in flight are its latency hiding. At 4 "
                "waves per SIMD a CU holds 1024 lanes x 128 B = 128 KiB of loads, ~39 MiB over an "
                "MI300X's 304 CUs, several times the ~5-11 MB that 5.3 TB/s needs at 1-2 us of "
-               "loaded HBM latency. It compiles to 6 today (77-78 VGPRs); below 4 (over 128 "
+               "loaded HBM latency. It compiles to 6 (77-78 VGPRs); below 4 (over 128 "
                "VGPRs) its registers would have doubled."),
     Budget("flashsplit::portable::portable_fwd_kernel<flashsplit::gfx9::Policy<*, true>, *",
            matrix=True, min_waves=1,

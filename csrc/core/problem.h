@@ -15,7 +15,7 @@ const char* dtype_name(DType dtype);
 
 enum class Vendor { kNone, kNvidia, kAmd };
 
-// One attention call, in DESIGN.md's vocabulary. q (b, sq, h, d), k/v (b, sk, hk, d).
+// One attention call: q (b, sq, h, d), k/v (b, sk, hk, d).
 struct AttnProblem {
   int64_t b = 1, sq = 1, sk = 1, h = 1, hk = 1, d = 64;
   DType dtype = DType::kBFloat16;

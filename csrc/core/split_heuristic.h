@@ -27,8 +27,9 @@ struct SplitHeuristicConstants {
   double slots_per_sm_narrow = 2.0;
   // Narrow tiles: blocks on one SM share it, so once there are more blocks than SMs the
   // busiest SM, with ceil(blocks / SMs), sets the pace: compute is scaled by
-  // (ceil(blocks / SMs) / (blocks / SMs)) ^ narrow_crowding. On tune_h100_v8.csv 158 blocks
-  // (26 SMs with two) ran 15-26% slower than 128 with less work each; 0.25-0.5 fit v7 alike.
+  // (ceil(blocks / SMs) / (blocks / SMs)) ^ narrow_crowding. Measured: 158 blocks (26 SMs
+  // with two) ran 15-26% slower than 128 with less work each; 0.25-0.5 fit
+  // h100_prefill_fit.csv alike.
   double narrow_crowding = 0.5;
   // Wide portable tiles with room for two blocks per SM: throughput of two co-resident blocks
   // relative to one (latency hiding), applied once the grid puts two on an SM.
@@ -38,8 +39,9 @@ struct SplitHeuristicConstants {
   double block_overhead = 2.0;
   double block_overhead_hopper = 4.0;
   double narrow_block_overhead = 10.0;
-  // DRAM bandwidth the kernels reach, bytes per microsecond (3.4 TB/s fit v7 best, 3.2 fits
-  // v17; the H100's peak is 3.35: the term also stands in for L2 hits on the smaller grids).
+  // DRAM bandwidth the kernels reach, bytes per microsecond (3.4 TB/s fits h100_prefill_fit.csv
+  // best, 3.2 h100_decode_fit.csv; the H100's peak is 3.35: the term also stands in for L2 hits
+  // on the smaller grids).
   double dram_bytes_per_us = 3.2e6;
   // A memory-bound grid of one wave of wide tiles runs at the pace of its slowest block; more,
   // shorter waves even that out: the DRAM term is scaled by (1 + one_wave_imbalance / waves).
@@ -66,7 +68,7 @@ struct SplitHeuristicConstants {
   // min_gain_multi_wave instead: the modelled gain there is wave rounding of 2-4%, and the
   // H100 reads a 10-wave grid's best G differently from run to run by as much (bench_splitkv's
   // (1,8,8,32768,32768,64): G = 2 from 1% faster to 10% slower than G = 1 over seven runs).
-  // No choice on the 3,344 measured shapes of tune_h100_v3..v6 changes with it.
+  // No choice on the 3,344 prefill shapes measured for the fit changes with it.
   double min_gain_multi_wave = 0.04;
   double multi_wave_grid = 4.0;
   int max_splits = 128;

@@ -5,10 +5,10 @@
 // its last, partial round holds whole heads' tiles, their longest included, and the blocks that
 // draw those finish a long tile after the rest: 7-11% over the average block's work at
 // bench_seqlen's causal points on 192- and 256-row tiles, 4-7% on 128-row tiles (simulated).
-// A persistent causal launch therefore hands its tiles out through a
-// counter as blocks free up, in an order that lists each group of units (split, batch, head)
-// longest query tile first across the group's units: the last tiles handed out are short, and
-// blocks finish within about one short tile of each other. The larger a group the closer this
+// A persistent causal launch therefore hands its tiles out through a counter as blocks free
+// up, in an order that lists each group of units (split, batch, head) longest query tile first
+// across the group's units: the last tiles handed out are short, and blocks finish within
+// about one short tile of each other. The larger a group the closer this
 // comes to longest-first over the whole call, but a group's keys and values must stay in L2
 // while its tiles run: groups hold up to kCausalGroupKvBytes of them (measured best at 16-32 MB
 // on the H100's 50 MB L2; 64 MB ran 4-24% slower).

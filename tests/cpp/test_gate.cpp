@@ -587,7 +587,7 @@ TEST(GateFamily, HeadDim128TakesTallTilesOnlyUnsplit) {
 TEST(GateFamily, AutoSplitsGiveWayToAnUnsplitCallsOwnTiles) {
   // The heuristic picks G on the split calls' tiles; where an unsplit call would run other
   // tiles, G = 1 wins if those model no slower, weighted by their row cost (H100, one call:
-  // every shape below as measured, benchmarks/NOTES.md step 24).
+  // every shape below as measured).
   const DeviceInfo dev = h100();
   AttnProblem p = long_sequence_problem();
   p.causal = false;
@@ -672,7 +672,7 @@ TEST(HopperSchedule, PersistentOnlyForShortTiles) {
 }
 
 TEST(HopperSchedule, CarryAcrossTilesOnlyWhereItMeasuredFaster) {
-  // d=128 without the mask: never (on tiles of 4 key blocks too, since step 44).
+  // d=128 without the mask: never (on tiles of 4 key blocks too).
   EXPECT_FALSE(hopper_carry_across_tiles(128, false));
   // d=128 with the mask, and d=64: always.
   EXPECT_TRUE(hopper_carry_across_tiles(128, true));

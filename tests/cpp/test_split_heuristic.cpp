@@ -210,9 +210,9 @@ TEST(SplitHeuristic, NoSplitOnLargeMultiWaveGrids) {
   }
 }
 
-TEST(SplitHeuristic, ChoosesANearBestGOnTheMeasuredMissesOfV2) {
-  // Shapes the v2 model missed on the H100 (benchmarks/data/tune_h100_v3/v4.csv): for each, the
-  // G measured within 7 % of the best one. Memory-bound small grids want 2-4 waves of splits.
+TEST(SplitHeuristic, ChoosesANearBestGOnMemoryBoundSmallGrids) {
+  // Shapes a waves-only model misses on the H100: for each, the G measured within 7 % of the
+  // best one. Memory-bound small grids want 2-4 waves of splits.
   struct Case { int64_t b, h, hk, sq, sk, d; bool hopper; std::vector<int> good; };
   const Case cases[] = {
       // portable, 64 blocks of 2 per SM: G=4 0.437, G=8 0.445, G=12 0.452 (x G=1); G=2 0.529
@@ -231,18 +231,17 @@ TEST(SplitHeuristic, ChoosesANearBestGOnTheMeasuredMissesOfV2) {
   }
 }
 
-TEST(SplitHeuristic, ChoosesANearBestGOnTheDecodeMissesOfV3) {
-  // bench_splitkv decode shapes v3 over- or under-split on the H100
-  // (benchmarks/results/h100_2026-11-22c and _d): for each, the G measured within 3% of the best.
+TEST(SplitHeuristic, ChoosesANearBestGOnLongDecodeShapes) {
+  // bench_splitkv decode shapes that a model without the narrow tiles' own costs over- or
+  // under-splits on the H100: for each, the G measured within 3% of the best.
   struct Case { int64_t b, h, hk, sk, d; std::vector<int> good; };
   const Case cases[] = {
-      // 128 blocks: G=2 (one full wave) 1.38 ms; every G >= 3 1.47-1.50 (v3: G=12)
+      // 128 blocks: G=2 (one full wave) 1.38 ms; every G >= 3 1.47-1.50
       {8, 16, 16, 131072, 64, {2}},
-      // 64 blocks: G=4 1.367-1.374 ms, G=6 1.397, G=8 1.398; G=33 1.426 (v3)
+      // 64 blocks: G=4 1.367-1.374 ms, G=6 1.397, G=8 1.398; G=33 1.426
       {8, 32, 8, 131072, 128, {4, 5}},
-      // 8 blocks, 128 key blocks; since the combine reads a row's splits in one batch per
-      // thread (heuristic v5), G=48 0.0135 ms, G=32 0.0139, G=24 and 64 0.0140 (within 4%),
-      // G=16 0.0157 (benchmarks/results/h100_2026-11-23w/bench_splitkv_combine_lanes.csv)
+      // 8 blocks, 128 key blocks; with the combine reading a row's splits in one batch per
+      // thread, G=48 0.0135 ms, G=32 0.0139, G=24 and 64 0.0140 (within 4%), G=16 0.0157
       {1, 32, 8, 4096, 128, {24, 32, 48, 64}},
   };
   for (const Case& k : cases) {
