@@ -220,12 +220,22 @@ def hip_compiler():
     return candidate if candidate and os.path.isfile(candidate) else shutil.which("hipcc")
 
 
+# The gfx9 kernels load K and V through buffer resources: the probe needs those builtins (clang
+# 19 or later), not just the target.
+BUFFER_PROBE = """
+__global__ void probe(float* x) {
+  __amdgpu_buffer_rsrc_t rows = __builtin_amdgcn_make_buffer_rsrc(x, 0, 64, 0x00020000);
+  x[0] = __builtin_bit_cast(float, __builtin_amdgcn_raw_buffer_load_b32(rows, 4, 0, 0));
+}
+"""
+
+
 def compiles_for(hipcc, target):
-    """Whether hipcc builds device code for the AMD target."""
+    """Whether hipcc builds the gfx9 kernels' device code for the AMD target."""
     with tempfile.TemporaryDirectory() as folder:
         probe = os.path.join(folder, "probe.hip")
         with open(probe, "w") as fh:
-            fh.write("__global__ void probe(float* x) { x[0] = 1.f; }\n")
+            fh.write(BUFFER_PROBE)
         try:
             done = subprocess.run([hipcc, "-x", "hip", "--offload-arch=" + target,
                                    "--offload-device-only", "-c", probe, "-o", probe + ".o"],
@@ -247,7 +257,8 @@ def amd_targets():
         if target not in AMD_TARGETS:
             left_out.append("%s (flashsplit has kernels for %s only)" % (target, ", ".join(AMD_TARGETS)))
         elif not compiles_for(hipcc, target):
-            left_out.append("%s (%s cannot build for it)" % (target, hipcc))
+            left_out.append("%s (%s cannot build for it, or lacks the buffer-resource builtins "
+                            "of clang 19 or later)" % (target, hipcc))
         else:
             targets.append(target)
     return targets, "; ".join(left_out)
