@@ -256,20 +256,8 @@ bool same_tiles(const TileConfig& a, const TileConfig& b) {
 // is the one the plan makes.
 using OptionalConstants = std::optional<SplitHeuristicConstants>;
 
-}  // namespace
-
-void bind_heuristic(py::module_& m) {
-  py::module_ h = m.def_submodule(
-      "heuristic",
-      "The plan's split rules from csrc/core (torch-free): the problem and device descriptions, "
-      "the capability gate's kernel family, the tiles, the split heuristic's cost model and its "
-      "constants, and the G a call resolves to. A function given no constants uses the "
-      "core's defaults, as the plan does.");
-
-  h.attr("KERNEL_FAMILIES") =
-      py::make_tuple(kernel_family_name(kFamilies[0]), kernel_family_name(kFamilies[1]),
-                     kernel_family_name(kFamilies[2]), kernel_family_name(kFamilies[3]));
-
+// SplitHeuristicConstants: the fields by name, their defaults, copies with changes.
+void bind_constants(py::module_& h) {
   py::class_<SplitHeuristicConstants> constants(
       h, "SplitHeuristicConstants",
       "The split heuristic's tunable constants (csrc/core/split_heuristic.h explains each). "
@@ -289,7 +277,10 @@ void bind_heuristic(py::module_& m) {
 #define FLASHSPLIT_BIND_FIELD(name) constants.def_readwrite(#name, &SplitHeuristicConstants::name);
   FLASHSPLIT_CONSTANT_FIELDS(FLASHSPLIT_BIND_FIELD)
 #undef FLASHSPLIT_BIND_FIELD
+}
 
+// The problem, device, build and tile descriptions the rules take, and the gate's answer.
+void bind_descriptions(py::module_& h) {
   py::class_<AttnProblem>(h, "AttnProblem",
                           "One attention call: q (b, sq, h, d), k/v (b, sk, hk, d). Inputs are "
                           "taken as contiguous, aligned and without the features the native "
@@ -365,7 +356,10 @@ void bind_heuristic(py::module_& m) {
                kernel_family_name(g.family) + "', reason=" + std::string(py::repr(py::str(g.reason))) +
                ")";
       });
+}
 
+// The gate and the whole plan, as explain() computes them, for any described device and build.
+void bind_gate_and_plan(py::module_& h) {
   h.def("this_build", &current_build_info, "The BuildInfo of this extension.");
 
   h.def("check_native",
@@ -402,7 +396,10 @@ void bind_heuristic(py::module_& m) {
         py::arg("problem"), py::arg("device"), py::arg("build"), py::arg("requested") = 0,
         py::arg("allow_untested_arch") = false, py::arg("arch_verified_here") = false,
         py::arg("allow_hopper") = true, py::arg("allow_tail_split") = true);
+}
 
+// The tiles and the split heuristic's cost model, rule by rule.
+void bind_split_rules(py::module_& h) {
   h.def("use_narrow_tiles",
         [](const AttnProblem& p) { return use_narrow_tiles(p.sq, p.h, p.hk); },
         "Whether the portable kernels run the problem on their narrow (decode) tiles.",
@@ -475,6 +472,24 @@ void bind_heuristic(py::module_& m) {
         "against an unsplit call's own tiles.",
         py::arg("family"), py::arg("problem"), py::arg("device"), py::arg("requested") = 0,
         py::arg("constants") = py::none());
+}
+
+}  // namespace
+
+void bind_heuristic(py::module_& m) {
+  py::module_ h = m.def_submodule(
+      "heuristic",
+      "The plan's split rules from csrc/core (torch-free): the problem and device descriptions, "
+      "the capability gate's kernel family, the tiles, the split heuristic's cost model and its "
+      "constants, and the G a call resolves to. A function given no constants uses the "
+      "core's defaults, as the plan does.");
+  h.attr("KERNEL_FAMILIES") =
+      py::make_tuple(kernel_family_name(kFamilies[0]), kernel_family_name(kFamilies[1]),
+                     kernel_family_name(kFamilies[2]), kernel_family_name(kFamilies[3]));
+  bind_constants(h);
+  bind_descriptions(h);
+  bind_gate_and_plan(h);
+  bind_split_rules(h);
 }
 
 }  // namespace flashsplit
