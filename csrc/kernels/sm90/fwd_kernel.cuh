@@ -42,110 +42,14 @@
 #include "core/hopper_tiles.h"
 #include "core/tile_order.h"
 #include "kernels/attn_params.h"
+#include "kernels/sm90/fwd_params.cuh"
 #include "kernels/fwd_common.cuh"
 #include "kernels/sm90/hopper_primitives.cuh"
+#include "kernels/sm90/kernel_traits.cuh"
+#include "kernels/sm90/named_barriers.h"
 
 namespace flashsplit {
 namespace sm90 {
-
-// Everything the kernel needs: the portable params plus the three tensor maps, passed as one
-// __grid_constant__ parameter so TMA can read the maps from parameter space.
-struct HopperFwdParams {
-  CUtensorMap q_map;  // dims (d, sq, h, b), box (64, block_m, 1, 1)
-  CUtensorMap k_map;  // dims (d, sk, hk, b), box (64, block_n, 1, 1)
-  CUtensorMap v_map;
-  CUtensorMap o_map;  // dims (d, sq, h, b), box (64, 16, 1, 1): one warp's rows; G = 1 only
-  AttnFwdParams p;
-  // The tile walk's divisors (the grid, query tiles per head, splits, heads, the GQA group),
-  // made on the host: multiply-shift instead of six division sequences per tile (measured:
-  // the walk took 4-8.5% of a consumer's time at s = 512; benchmarks/NOTES.md step 26).
-  FastDivmod by_grid{1}, by_m_blocks{1}, by_splits{1}, by_heads{1}, by_group{1};
-  // Persistent launches that rotate rounds (LaunchPlan::rotate_rounds; only
-  // 192-row kernels read it): the tiles of the last, part-full round (0 where every round is
-  // full) and how far it rotates them (its round index mod its tiles: one round, so a constant).
-  bool rotate_rounds = false;
-  int last_round_tiles = 0, last_round_shift = 0;
-  // The last round spread over every SM (core/tail_split.h; G = 1 without a causal mask):
-  // inactive unless the caller gave a workspace, whose arrival counters the launcher clears.
-  TailSplit tail{};
-  float* tail_ws = nullptr;
-  // The grouped walk (kGroupedWalk) orders tiles in groups of units (split, batch, head), the
-  // query tiles of a group's units longest first (core/tile_order.h); one unit per group is the
-  // head-major order.
-  TileGroups groups{};
-  // Persistent grouped walks: blocks take their next tile from this counter (cleared by the
-  // launcher) instead of walking a static share of them. nullptr = the static walk.
-  int* tile_counter = nullptr;
-  // Kernels with kCarry: whether this launch carries S across tiles (hopper_carry_across_tiles
-  // in core/hopper_tiles.h, by the mask and the key blocks its tiles walk).
-  bool carry = true;
-};
-
-// The shipped shapes come from hopper_tile_config; the other parameters exist so benchmarks of
-// alternatives (rows per block, overlap on or off) need no edit here.
-template <int D, int BlockM, bool Overlap, bool PingPong, int QStages, bool Carry,
-          int BlockN = kHopperBlockN>
-struct HopperTiles {
-  static constexpr int kBlockM = BlockM;
-  static constexpr int kBlockN = BlockN;
-  // Overlap a block's S = Q K^T and softmax with the previous block's P V (measured: helps with
-  // two consumers, hurts with three and with four; benchmarks/NOTES.md).
-  static constexpr bool kOverlap = Overlap;
-  // Two consumer warpgroups take turns issuing their GEMMs (named barriers), so one's softmax
-  // runs while the other's GEMMs use the tensor cores.
-  static constexpr bool kPingPong = PingPong;
-  static_assert(!PingPong || (Overlap && BlockM == 128),
-                "ping-pong alternates two overlapped consumers");
-  // A tile's last P V carries the next tile's first S = Q K^T and softmax (overlap only).
-  static constexpr bool kCarry = Carry;
-  static_assert(!Carry || Overlap, "carrying S across tiles extends the overlapped loop");
-  // The direct epilogue's row scale with the hardware reciprocal and log2 (finished_row_scale):
-  // measured +2-4% on 128-row ping-pong tiles at s <= 1024 and +2% on the 256-row tiles at 512
-  // and 1024 rows, but 0.4-3% slower with the 192-row tiles, whose code ptxas then lays out
-  // differently (benchmarks/NOTES.md steps 27 and 32).
-  static constexpr bool kApproxRowScale = PingPong || BlockM == 256;
-  static constexpr int kConsumers = kBlockM / 64;           // warpgroups of 64 rows
-  static constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
-  // The K/V ring holds as many keys with 64-key blocks as with 128-key ones.
-  static constexpr int kStages = (D == 64 ? 3 : 2) * 128 / BlockN;
-  static constexpr int kSlabs = D / 64;
-  static constexpr int kSlabBytesQ = kBlockM * 128;
-  static constexpr int kSlabBytesKV = kBlockN * 128;
-  static constexpr int kTileBytesQ = kSlabs * kSlabBytesQ;
-  static constexpr int kTileBytesKV = kSlabs * kSlabBytesKV;
-  // Output staging (direct epilogue): per consumer, D/64 slabs of 64 rows x 128 B.
-  static constexpr int kSlabBytesO = 64 * 128;
-  static constexpr int kTileBytesO = kConsumers * kSlabs * kSlabBytesO;
-  // Q buffers, K stages, V stages, the output staging, then the barriers; +1024 to align the
-  // start to a swizzle atom.
-  // Q buffers: with two, the producer loads the next tile's Q (and then its K, V) while this
-  // tile's Q is still in use, instead of waiting for its last S = Q K^T (measured: +2-3% with
-  // 192-row tiles; with 128-row ping-pong tiles, whose last P V carries the next tile's first
-  // S, one buffer makes that S wait for Q and costs up to 8% at d=64; benchmarks/NOTES.md).
-  static constexpr int kQStages = QStages;
-  // Tiles handed out through the counter (HopperFwdParams::tile_counter) pass from the producer
-  // to the consumers through a ring of this many slots (the producer runs up to kQStages tiles
-  // ahead, more over tiles without key blocks).
-  static constexpr int kTileRing = 4;
-  // The barriers (Q, K/V, then the tile ring's full and empty), then the tile ring's indices.
-  static constexpr int kBarrierBytes =
-      (2 * kQStages + 4 * kStages + 2 * kTileRing) * 8 + kTileRing * 4;
-  static constexpr int kSmemBytes =
-      1024 + kQStages * kTileBytesQ + 2 * kStages * kTileBytesKV + kTileBytesO + kBarrierBytes;
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block on sm_90");
-  // setmaxnreg budgets: 128 * kProducerRegs + 128 * kConsumers * kConsumerRegs within the
-  // block's registers (four consumers: 640 threads of 96 at launch, so 112 each; the producer's
-  // 32 fill the rest exactly, and its dynamic causal walk needs them: with 24 it spilled).
-  static constexpr int kProducerRegs = kConsumers == 2 ? 40 : 32;
-  static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : kConsumers == 3 ? 160 : 112;
-  static_assert(kBlockN == 128 || kBlockN == 64, "wgmma_qk has 128- and 64-key blocks");
-  static_assert(kBlockM % 64 == 0 && kConsumers >= 1, "consumers own 64 rows each");
-  // setmaxnreg moves registers within the block's launch allocation (the launch bound's count,
-  // a multiple of 8, per thread); asking for more than it holds waits forever.
-  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
-  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= kThreads * kLaunchRegs,
-                "register budget of one block");
-};
 
 // TailPass: the kernel that runs a tail split's pieces (core/tail_split.h), launched behind the
 // one that runs the main tiles; a kernel of its own, so the fold's registers cannot change how
@@ -197,15 +101,16 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // The walk's slots: one per tile, up to the tail's main tiles where a tail split follows. The
   // tail kernel's slots come after them, two per SM (the pieces of its chunk of the last
   // round); its block j takes slots main + j and main + sm_count + j.
-  const TailSplit& tail = hp.tail;
+  const TailSplit& tail = hp.scheduler.tail;
   const int first_slot = TailPass ? tail.main_tiles + blockIdx.x : blockIdx.x;
   const int end_slot = TailPass ? tail.main_tiles + 2 * tail.sm_count
                                 : (tail.active() ? tail.main_tiles : total_tiles);
   const int slot_stride = TailPass ? tail.sm_count : gridDim.x;
   int m_block = 0, split = 0, batch = 0, head = 0, kv_head = 0, m0 = 0;
   KeyBlockRange range{0, 0};
-  const FastDivmod &by_grid = hp.by_grid, &by_m_blocks = hp.by_m_blocks,
-                   &by_splits = hp.by_splits, &by_heads = hp.by_heads, &by_group = hp.by_group;
+  const SchedulerParams& sp = hp.scheduler;
+  const FastDivmod &by_grid = sp.by_grid, &by_m_blocks = sp.by_m_blocks,
+                   &by_splits = sp.by_splits, &by_heads = sp.by_heads, &by_group = sp.by_group;
   // Slot k of the walk (blockIdx.x + i * gridDim.x) maps to a tile in snake order (or in
   // rotated rounds, in locate below): odd rounds of gridDim.x slots run backwards, so a block
   // that drew a long (causal) tile in one round draws a short one in the next, and every
@@ -214,7 +119,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   auto locate_tile = [&](int tile) {
     int rest, x;
     if constexpr (kGroupedWalk) {
-      const GroupedTile t = grouped_tile(tile, hp.groups);
+      const GroupedTile t = grouped_tile(tile, sp.groups);
       rest = t.unit;
       x = t.x;
     } else {
@@ -239,15 +144,15 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     // last query tiles of heads spread over every block (a full round rotates over the grid,
     // the last one over its own tiles, which the blocks below their count run).
     if constexpr (!Causal && Tiles::kBlockM == kHopperTallRows) {
-      if (hp.rotate_rounds) {
+      if (sp.rotate_rounds) {
         const int first = round * gridDim.x;
         int pos;
         if (first + static_cast<int>(gridDim.x) <= end_slot) {
           pos = within + by_grid.mod(round, by_grid.div(round));
           if (pos >= static_cast<int>(gridDim.x)) pos -= gridDim.x;
         } else {
-          pos = within + hp.last_round_shift;
-          if (pos >= hp.last_round_tiles) pos -= hp.last_round_tiles;
+          pos = within + sp.last_round_shift;
+          if (pos >= sp.last_round_tiles) pos -= sp.last_round_tiles;
         }
         locate_tile(first + pos);
         return;
@@ -297,7 +202,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   constexpr bool kForwardWalk = Causal && Tiles::kOverlap && D == 128;
   constexpr int kWalkStep = kForwardWalk ? 1 : -1;
   // Persistent grouped walks draw their tiles from a counter.
-  const bool dynamic_walk = kGroupedWalk && hp.tile_counter != nullptr;
+  const bool dynamic_walk = kGroupedWalk && sp.tile_counter != nullptr;
 
   if (threadIdx.x == 0) {
     for (int b = 0; b < Tiles::kQStages; ++b) {
@@ -333,9 +238,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     }
     release_registers<Tiles::kProducerRegs>();
     if (threadIdx.x != 0) return;
-    prefetch_tensor_map(&hp.q_map);
-    prefetch_tensor_map(&hp.k_map);
-    prefetch_tensor_map(&hp.v_map);
+    prefetch_tensor_map(&hp.mainloop.q_map);
+    prefetch_tensor_map(&hp.mainloop.k_map);
+    prefetch_tensor_map(&hp.mainloop.v_map);
     // L2 priorities: a tile's Q is read by its block only, a key block's K and V by every
     // query tile of the head (and the GQA group) that runs meanwhile, so Q leaves L2 first and
     // K and V last (where only one tile reads them, as in decode without GQA, at the normal
@@ -359,7 +264,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       mbar_wait(&q_empty[qb], ((q_round / Tiles::kQStages) & 1) ^ 1);
       mbar_arrive_expect_tx(&q_full[qb], Tiles::kTileBytesQ);
       for (int slab = 0; slab < Tiles::kSlabs; ++slab)
-        tma_load_4d(sQ + qb * Tiles::kTileBytesQ + slab * Tiles::kSlabBytesQ, &hp.q_map,
+        tma_load_4d(sQ + qb * Tiles::kTileBytesQ + slab * Tiles::kSlabBytesQ, &hp.mainloop.q_map,
                     &q_full[qb], slab * 64, m0, head, batch, l2_evict_first_policy());
       ++q_round;
       // Key blocks in the order the consumers walk them (kForwardWalk).
@@ -370,12 +275,12 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         mbar_wait(&k_empty[stage], phase ^ 1);
         mbar_arrive_expect_tx(&k_full[stage], Tiles::kTileBytesKV);
         for (int slab = 0; slab < Tiles::kSlabs; ++slab)
-          tma_load_4d(k_dst + slab * Tiles::kSlabBytesKV, &hp.k_map, &k_full[stage], slab * 64,
+          tma_load_4d(k_dst + slab * Tiles::kSlabBytesKV, &hp.mainloop.k_map, &k_full[stage], slab * 64,
                       n * BN, kv_head, batch, kv_policy());
         mbar_wait(&v_empty[stage], phase ^ 1);
         mbar_arrive_expect_tx(&v_full[stage], Tiles::kTileBytesKV);
         for (int slab = 0; slab < Tiles::kSlabs; ++slab)
-          tma_load_4d(v_dst + slab * Tiles::kSlabBytesKV, &hp.v_map, &v_full[stage], slab * 64,
+          tma_load_4d(v_dst + slab * Tiles::kSlabBytesKV, &hp.mainloop.v_map, &v_full[stage], slab * 64,
                       n * BN, kv_head, batch, kv_policy());
         if (++stage == kStages) stage = 0, phase ^= 1;
       }
@@ -393,7 +298,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         if (tile >= end_slot) break;
         locate_tile(tile);
         if (range.begin < range.end) produce();
-        tile = gridDim.x + atomicAdd(hp.tile_counter, 1);
+        tile = gridDim.x + atomicAdd(sp.tile_counter, 1);
       }
       return;
     }
@@ -561,9 +466,10 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   constexpr bool kRecomputeScores =
       !Tiles::kOverlap && D == 128 && !Causal && !Split && !TailPass;
   constexpr bool kFastProbabilities = Tiles::kOverlap ? !Causal : D == 64 || kRecomputeScores;
-  // The vote's named barrier, one per consumer (1 and 2 are the ping-pong turns).
-  constexpr int kVoteBarrier = 3;
-  static_assert(!kRecomputeScores || kVoteBarrier + Tiles::kConsumers <= 16, "barrier ids");
+  static_assert(!kRecomputeScores ||
+                    named_barrier_id(FwdNamedBarrier::kRecomputeVote, Tiles::kConsumers) <=
+                        kNamedBarrierCount,
+                "a recompute vote barrier per consumer");
   auto probabilities_at_running_max = [&](uint32_t(&dst)[BN / 16][4], float(&sum)[2]) {
     if (__any_sync(0xffffffffu, row_max[0] == -INFINITY || row_max[1] == -INFINITY))
       return false;
@@ -610,13 +516,15 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     }
   };
 
-  // Ping-pong turns: consumer c waits on barrier 1 + c before issuing GEMMs and hands the turn
-  // to the other consumer after issuing them; consumer 1 hands consumer 0 the first turn.
+  // Ping-pong turns: consumer c waits on its turn's barrier before issuing GEMMs and hands the
+  // turn to the other consumer after issuing them; consumer 1 hands consumer 0 the first turn.
   auto wait_turn = [&]() {
-    if constexpr (Tiles::kPingPong) named_barrier_sync(1 + consumer, 256);
+    if constexpr (Tiles::kPingPong)
+      named_barrier_sync(named_barrier_id(FwdNamedBarrier::kPingPongTurn, consumer), 256);
   };
   auto pass_turn = [&]() {
-    if constexpr (Tiles::kPingPong) named_barrier_arrive(1 + (consumer ^ 1), 256);
+    if constexpr (Tiles::kPingPong)
+      named_barrier_arrive(named_barrier_id(FwdNamedBarrier::kPingPongTurn, consumer ^ 1), 256);
   };
   if (consumer == 1) pass_turn();
   int stage = 0;
@@ -667,7 +575,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     constexpr int kWarps = Tiles::kConsumers * 4;
     constexpr int kRecord = static_cast<int>(tail_record_floats(D) / 4);  // float4s
     const int warp = consumer * 4 + (threadIdx.x / 32) % 4;
-    float4* const records = reinterpret_cast<float4*>(hp.tail_ws);
+    float4* const records = reinterpret_cast<float4*>(hp.epilogue.tail_ws);
     auto record = [&](int k) {
       return records +
              ((static_cast<long long>(f.tile) * tail.max_parts + k) * kWarps + warp) * kRecord;
@@ -680,7 +588,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     __threadfence();
     __syncwarp();
     unsigned int* const counter =
-        reinterpret_cast<unsigned int*>(reinterpret_cast<unsigned char*>(hp.tail_ws) +
+        reinterpret_cast<unsigned int*>(reinterpret_cast<unsigned char*>(hp.epilogue.tail_ws) +
                                         tail_counters_offset_bytes(tail, BM, D)) +
         static_cast<long long>(f.tile) * kWarps + warp;
     int last = 0;
@@ -792,7 +700,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         // Rows at or past sq lie outside the map and are not written.
         const uint64_t o_policy = l2_evict_first_policy();
         for (int slab = 0; slab < Tiles::kSlabs; ++slab)
-          tma_store_4d(&hp.o_map, sO_rows + slab * Tiles::kSlabBytesO + warp_rows, slab * 64,
+          tma_store_4d(&hp.epilogue.o_map, sO_rows + slab * Tiles::kSlabBytesO + warp_rows, slab * 64,
                        kRotate ? f.row0 - quad_row : f.m0 + consumer * 64 + warp_in_group * 16,
                        f.head, f.batch, o_policy);
         bulk_commit_group();
@@ -899,7 +807,8 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
           const float kept_sum[2] = {row_sum[0], row_sum[1]};
           for (bool at_running_max = n != visible_end - 1;; at_running_max = false) {
             const bool bounded = softmax_with_max(at_running_max);
-            if (!at_running_max || !named_barrier_any(kVoteBarrier + consumer, 128, !bounded))
+            if (!at_running_max || !named_barrier_any(named_barrier_id(FwdNamedBarrier::kRecomputeVote, consumer),
+                                                     128, !bounded))
               break;
             row_sum[0] = kept_sum[0];
             row_sum[1] = kept_sum[1];
@@ -1008,7 +917,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       const uint32_t last_phase = phase;
       advance();
       slot = next_work(slot + slot_stride);
-      if (kCarry && hp.carry && slot < end_slot) {
+      if (kCarry && hp.mainloop.carry && slot < end_slot) {
         begin_tile();
         issue_s_with_pv(last_stage, last_phase);
         block_scored(kForwardWalk ? range.begin : range.end - 1);
