@@ -47,6 +47,7 @@
 #include "kernels/sm90/hopper_primitives.cuh"
 #include "kernels/sm90/kernel_traits.cuh"
 #include "kernels/sm90/named_barriers.h"
+#include "kernels/sm90/shared_storage.cuh"
 
 namespace flashsplit {
 namespace sm90 {
@@ -73,22 +74,20 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   allow_dependent_launch();  // the split path's combine may now be scheduled
 
   extern __shared__ unsigned char smem_raw[];
-  // Swizzled tiles must start on a 1024-byte boundary (the swizzle pattern repeats every 8 rows).
-  unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-  unsigned char* sQ = smem;
-  unsigned char* sK = sQ + Tiles::kQStages * Tiles::kTileBytesQ;  // stage s: + s * kTileBytesKV
-  unsigned char* sV = sK + kStages * Tiles::kTileBytesKV;    // stage s at sV + s * kTileBytesKV
-  unsigned char* sO = sV + kStages * Tiles::kTileBytesKV;    // consumer c at + c * kSlabs slabs
-  uint64_t* bars = reinterpret_cast<uint64_t*>(sO + Tiles::kTileBytesO);
-  uint64_t* q_full = bars;                      // per Q buffer
-  uint64_t* q_empty = q_full + Tiles::kQStages;
-  uint64_t* k_full = q_empty + Tiles::kQStages;
-  uint64_t* v_full = k_full + kStages;
-  uint64_t* k_empty = v_full + kStages;
-  uint64_t* v_empty = k_empty + kStages;
-  uint64_t* tile_full = v_empty + kStages;  // the tile ring (dynamic causal walk)
-  uint64_t* tile_empty = tile_full + Tiles::kTileRing;
-  int* tile_ring = reinterpret_cast<int*>(tile_empty + Tiles::kTileRing);
+  const SharedView<Tiles> smem(smem_raw);
+  unsigned char* sQ = smem.q();
+  unsigned char* sK = smem.k();
+  unsigned char* sV = smem.v();
+  unsigned char* sO = smem.o();
+  uint64_t* q_full = smem.q_full();
+  uint64_t* q_empty = smem.q_empty();
+  uint64_t* k_full = smem.k_full();
+  uint64_t* v_full = smem.v_full();
+  uint64_t* k_empty = smem.k_empty();
+  uint64_t* v_empty = smem.v_empty();
+  uint64_t* tile_full = smem.tile_full();
+  uint64_t* tile_empty = smem.tile_empty();
+  int* tile_ring = smem.tile_ring();
 
   const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x % 32;

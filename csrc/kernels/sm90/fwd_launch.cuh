@@ -84,21 +84,22 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
                     LaunchRecord* record) {
   HopperFwdParams hp = make_hopper_params<D, Tiles>(params);
   set_walk<D, Tiles>(hp, plan, stream);
+  constexpr int kSmemBytes = shared_storage_bytes<Tiles>();
   auto kernel = hopper_fwd_kernel<Elem, D, Causal, Split, Tiles>;
   FS_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
-                                   Tiles::kSmemBytes));
+                                   kSmemBytes));
   const unsigned blocks = static_cast<unsigned>(plan.forward_grid.x);
-  kernel<<<blocks, Tiles::kThreads, Tiles::kSmemBytes, stream>>>(hp);
+  kernel<<<blocks, Tiles::kThreads, kSmemBytes, stream>>>(hp);
   FS_LAUNCH_CHECK("hopper_fwd_kernel launch");
   if constexpr (tail_split_applies(Causal, Split, Tiles::kBlockN)) {
     if (hp.scheduler.tail.active()) {
       // The pieces, one block per chunk, each starting as an SM leaves the main kernel.
       auto tail_kernel = hopper_fwd_kernel<Elem, D, false, false, Tiles, true>;
       FS_GPU_CHECK(gpuFuncSetAttribute(tail_kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
-                                       Tiles::kSmemBytes));
+                                       kSmemBytes));
       launch_after_prior_grid(plan.dependent_launch, tail_kernel,
                               dim3(static_cast<unsigned>(plan.tail_grid.x)),
-                              dim3(Tiles::kThreads), Tiles::kSmemBytes, stream, hp);
+                              dim3(Tiles::kThreads), kSmemBytes, stream, hp);
       if (record != nullptr) record->tail_grid = LaunchGrid{plan.tail_grid.x, 1, 1};
     }
   } else if (plan.tail.active()) {

@@ -1,5 +1,5 @@
 // The Hopper forward's compile-time shape (HopperTiles: rows, keys per block, consumers, ring
-// stages, shared memory, register budgets).
+// stages, register budgets); its shared memory is SharedStorage (shared_storage.cuh).
 #pragma once
 
 #include "core/hopper_tiles.h"
@@ -41,7 +41,6 @@ struct HopperTiles {
   static constexpr int kTileBytesKV = kSlabs * kSlabBytesKV;
   // Output staging (direct epilogue): per consumer, D/64 slabs of 64 rows x 128 B.
   static constexpr int kSlabBytesO = 64 * 128;
-  static constexpr int kTileBytesO = kConsumers * kSlabs * kSlabBytesO;
   // Q buffers: with two, the producer loads the next tile's Q (and then its K, V) while this
   // tile's Q is still in use, instead of waiting for its last S = Q K^T (measured: +2-3% with
   // 192-row tiles; with 128-row ping-pong tiles, whose last P V carries the next tile's first
@@ -51,14 +50,6 @@ struct HopperTiles {
   // to the consumers through a ring of this many slots (the producer runs up to kQStages tiles
   // ahead, more over tiles without key blocks).
   static constexpr int kTileRing = 4;
-  // Q buffers, K stages, V stages, the output staging, then the barriers (Q, K/V, then the tile
-  // ring's full and empty), then the tile ring's indices; +1024 to align the start to a swizzle
-  // atom.
-  static constexpr int kBarrierBytes =
-      (2 * kQStages + 4 * kStages + 2 * kTileRing) * 8 + kTileRing * 4;
-  static constexpr int kSmemBytes =
-      1024 + kQStages * kTileBytesQ + 2 * kStages * kTileBytesKV + kTileBytesO + kBarrierBytes;
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block on sm_90");
   // setmaxnreg budgets: 128 * kProducerRegs + 128 * kConsumers * kConsumerRegs within the
   // block's registers (four consumers: 640 threads of 96 at launch, so 112 each; the producer's
   // 32 fill the rest exactly, and its dynamic causal walk needs them: with 24 it spilled).
