@@ -47,6 +47,7 @@
 #include "kernels/sm90/hopper_primitives.cuh"
 #include "kernels/sm90/kernel_traits.cuh"
 #include "kernels/sm90/named_barriers.h"
+#include "kernels/sm90/pipeline.cuh"
 #include "kernels/sm90/shared_storage.cuh"
 
 namespace flashsplit {
@@ -60,16 +61,13 @@ template <class Elem, int D, bool Causal, bool Split, class Tiles, bool TailPass
 __global__ void __launch_bounds__(Tiles::kThreads, 1)
     hopper_fwd_kernel(const __grid_constant__ HopperFwdParams hp) {
 #if FS_HAS_WGMMA
-  static_assert(!TailPass || (!Causal && !Split), "tail splits are for unsplit unmasked calls");
+  using Kt = FwdKernelTraits<Elem, D, Causal, Split, Tiles, TailPass>;
   constexpr int BM = Tiles::kBlockM, BN = Tiles::kBlockN, kStages = Tiles::kStages;
-  // The tail kernel's pieces are a few blocks each, so it does not carry S across them (with
-  // carry, ptxas spilled the d=128 ping-pong tail kernel).
-  constexpr bool kCarry = Tiles::kCarry && !TailPass;
-  // Causal tiles of consumers side by side (192 and 256 rows) are walked in head groups,
-  // longest first, and drawn from a counter where the launch is persistent (core/tile_order.h;
-  // measured +7-12% at 2048-4096 rows). The ping-pong kernels keep the head-major static walk:
-  // there the counter measured even to 2.5% slower (benchmarks/NOTES.md step 34).
-  constexpr bool kGroupedWalk = Causal && !Tiles::kOverlap && !TailPass;
+  constexpr bool kCarry = Kt::kCarry, kGroupedWalk = Kt::kGroupedWalk;
+  constexpr bool kForwardWalk = Kt::kForwardWalk, kRotate = Kt::kRotate;
+  constexpr int kWalkStep = Kt::kWalkStep;
+  constexpr bool kRecomputeScores = Kt::kRecomputeScores;
+  constexpr bool kFastProbabilities = Kt::kFastProbabilities;
   const AttnFwdParams& p = hp.p;
   allow_dependent_launch();  // the split path's combine may now be scheduled
 
@@ -191,39 +189,10 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     range = KeyBlockRange{piece.kb_begin, piece.kb_end};
   };
 
-  // The order a tile's key blocks are walked in: last first, so masking (the keys past sk, the
-  // causal diagonal) is needed only early, except on causal ping-pong tiles at d=128, which
-  // walk them first to last. Walking back from its own diagonal, each of a head's query tiles
-  // running side by side asks for a different block of the head's keys and values; walking
-  // forward they ask for the same block together. Measured +0.4-3% at d=128 (bench_seqlen's
-  // causal 512 and 1024 rows, small grids, long keys) but 0.7-2% slower at d=64
-  // (benchmarks/NOTES.md step 37).
-  constexpr bool kForwardWalk = Causal && Tiles::kOverlap && D == 128;
-  constexpr int kWalkStep = kForwardWalk ? 1 : -1;
   // Persistent grouped walks draw their tiles from a counter.
   const bool dynamic_walk = kGroupedWalk && sp.tile_counter != nullptr;
 
-  if (threadIdx.x == 0) {
-    for (int b = 0; b < Tiles::kQStages; ++b) {
-      mbar_init(&q_full[b], 1);
-      mbar_init(&q_empty[b], 4 * Tiles::kConsumers);
-    }
-    if constexpr (kGroupedWalk) {
-      for (int r = 0; r < Tiles::kTileRing; ++r) {
-        mbar_init(&tile_full[r], 1);
-        mbar_init(&tile_empty[r], 4 * Tiles::kConsumers);
-      }
-    }
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&k_full[s], 1);
-      mbar_init(&v_full[s], 1);
-      // Every consumer warp releases a stage once it has read it.
-      mbar_init(&k_empty[s], 4 * Tiles::kConsumers);
-      mbar_init(&v_empty[s], 4 * Tiles::kConsumers);
-    }
-    fence_barrier_init();
-  }
-  __syncthreads();
+  init_barriers<Kt>(smem);
 
   if (warpgroup == 0) {
     // ---------------- Producer: one thread streams each tile's Q, then (K, V) per key block.
@@ -259,8 +228,8 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     auto produce = [&]() {
       // Q buffer q_round % kQStages, used for the (q_round / kQStages)-th time: wait until the
       // tile that last used it has done its last S = Q K^T.
-      const int qb = q_round % Tiles::kQStages;
-      mbar_wait(&q_empty[qb], ((q_round / Tiles::kQStages) & 1) ^ 1);
+      const int qb = ring_slot<Tiles::kQStages>(q_round);
+      mbar_wait(&q_empty[qb], ring_parity<Tiles::kQStages>(q_round) ^ 1);
       mbar_arrive_expect_tx(&q_full[qb], Tiles::kTileBytesQ);
       for (int slab = 0; slab < Tiles::kSlabs; ++slab)
         tma_load_4d(sQ + qb * Tiles::kTileBytesQ + slab * Tiles::kSlabBytesQ, &hp.mainloop.q_map,
@@ -290,8 +259,8 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       // the ring's blocks of it to compute, under which the counter's round trip runs.
       int tile = blockIdx.x;
       for (uint32_t n = 0;; ++n) {
-        const int r = n % Tiles::kTileRing;
-        mbar_wait(&tile_empty[r], ((n / Tiles::kTileRing) & 1) ^ 1);
+        const int r = ring_slot<Tiles::kTileRing>(n);
+        mbar_wait(&tile_empty[r], ring_parity<Tiles::kTileRing>(n) ^ 1);
         tile_ring[r] = tile < end_slot ? tile : end_slot;
         mbar_arrive(&tile_full[r]);
         if (tile >= end_slot) break;
@@ -319,13 +288,6 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   const int quad_row = lane / 4, quad_col = lane % 4;
   // This thread's first row within a 64-row slice of a tile.
   const int slice_row = warp_in_group * 16 + quad_row;
-  // On causal tiles whose consumers run side by side (192 and 256 rows), a later 64-row slice
-  // sees more key blocks than an earlier one (up to one more per 64 rows on 192-row tiles, three
-  // on 256-row tiles of 64 keys), so with slice = consumer the last consumer would have the most
-  // work in every tile and the others would wait for it at the K/V ring. Rotating the slices
-  // from tile to tile gives each consumer every slice in turn (every consumer counts the same
-  // q_round, so a tile's slices stay a permutation of its consumers).
-  constexpr bool kRotate = Causal && !Tiles::kOverlap;
   const int tile_row = consumer * 64 + slice_row;  // without rotation, for every tile
   int row0 = 0;  // this thread's rows of the current tile: row0 and row0 + 8
 
@@ -365,10 +327,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     wgmma_commit();
   };
   // Every consumer warp frees a stage's K or V once its reads are complete.
-  auto release = [&](uint64_t* empty) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty);
-  };
+  auto release = [&](uint64_t* empty) { warp_release(empty, lane); };
   // Scores of key block n as the softmax reads them: sign-flipped where the scale is negative,
   // and -inf at the keys a row may not see.
   auto prepare_scores = [&](int n) {
@@ -462,9 +421,6 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // below). Only without the mask, where every block after a consumer's first gives each row a
   // max, and not in the split form (split calls at d=128 run 128-row tiles) nor the tail
   // kernel (both spilled).
-  constexpr bool kRecomputeScores =
-      !Tiles::kOverlap && D == 128 && !Causal && !Split && !TailPass;
-  constexpr bool kFastProbabilities = Tiles::kOverlap ? !Causal : D == 64 || kRecomputeScores;
   static_assert(!kRecomputeScores ||
                     named_barrier_id(FwdNamedBarrier::kRecomputeVote, Tiles::kConsumers) <=
                         kNamedBarrierCount,
@@ -547,9 +503,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     row0 = m0 + row_in_tile(slice);
     row_max[0] = row_max[1] = -INFINITY;
     row_sum[0] = row_sum[1] = 0.f;
-    qb = q_round % Tiles::kQStages;
+    qb = ring_slot<Tiles::kQStages>(q_round);
     q_addr = smem_u32(sQ) + qb * Tiles::kTileBytesQ + slice * 64 * 128;
-    mbar_wait(&q_full[qb], (q_round / Tiles::kQStages) & 1);
+    mbar_wait(&q_full[qb], ring_parity<Tiles::kQStages>(q_round));
     ++q_round;
   };
   // What a tile's epilogue needs, kept apart from the walk's state: with overlap, the next
@@ -709,8 +665,8 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   uint32_t tiles_drawn = 0;  // dynamic walk: tiles read from the tile ring so far
   // The dynamic walk's next tile: the one the producer drew (end_slot at the end).
   auto draw_tile = [&]() {
-    const int r = tiles_drawn % Tiles::kTileRing;
-    mbar_wait(&tile_full[r], (tiles_drawn / Tiles::kTileRing) & 1);
+    const int r = ring_slot<Tiles::kTileRing>(tiles_drawn);
+    mbar_wait(&tile_full[r], ring_parity<Tiles::kTileRing>(tiles_drawn));
     // (through a shuffle: the compiler then knows every lane holds the same tile)
     const int tile = __shfl_sync(0xffffffffu, tile_ring[r], 0);
     ++tiles_drawn;

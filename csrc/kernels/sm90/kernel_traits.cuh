@@ -1,5 +1,7 @@
 // The Hopper forward's compile-time shape (HopperTiles: rows, keys per block, consumers, ring
-// stages, register budgets); its shared memory is SharedStorage (shared_storage.cuh).
+// stages, register budgets; its shared memory is SharedStorage, shared_storage.cuh) and the
+// choices one instantiation makes from it with its element type, head dim, mask, split and
+// pass (FwdKernelTraits).
 #pragma once
 
 #include "core/hopper_tiles.h"
@@ -62,6 +64,64 @@ struct HopperTiles {
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= kThreads * kLaunchRegs,
                 "register budget of one block");
+};
+
+// One instantiation of hopper_fwd_kernel: its tiles and every compile-time choice the parts
+// (tile scheduler, mainloop, softmax, mask, epilogue) make from them.
+//
+// TailPass: the kernel that runs a tail split's pieces (core/tail_split.h), launched behind the
+// one that runs the main tiles; a kernel of its own, so the fold's registers cannot change how
+// ptxas compiles the main tiles (one kernel with both passes ran 8-15% slower on 192-row tiles,
+// d=128 with its wgmma serialized for registers).
+template <class Elem_, int D, bool Causal, bool Split, class Tiles_, bool TailPass>
+struct FwdKernelTraits {
+  static_assert(!TailPass || (!Causal && !Split), "tail splits are for unsplit unmasked calls");
+  using Elem = Elem_;
+  using Tiles = Tiles_;
+  static constexpr int kHeadDim = D;
+  static constexpr bool kCausal = Causal;
+  static constexpr bool kSplit = Split;
+  static constexpr bool kTailPass = TailPass;
+  static constexpr int kBlockM = Tiles::kBlockM;
+  static constexpr int kBlockN = Tiles::kBlockN;
+  static constexpr int kStages = Tiles::kStages;
+  static constexpr int kConsumers = Tiles::kConsumers;
+  static constexpr bool kOverlap = Tiles::kOverlap;
+
+  // The tail kernel's pieces are a few blocks each, so it does not carry S across them (with
+  // carry, ptxas spilled the d=128 ping-pong tail kernel).
+  static constexpr bool kCarry = Tiles::kCarry && !TailPass;
+  // Causal tiles of consumers side by side (192 and 256 rows) are walked in head groups,
+  // longest first, and drawn from a counter where the launch is persistent (core/tile_order.h;
+  // measured +7-12% at 2048-4096 rows). The ping-pong kernels keep the head-major static walk:
+  // there the counter measured even to 2.5% slower.
+  static constexpr bool kGroupedWalk = Causal && !Tiles::kOverlap && !TailPass;
+  // The order a tile's key blocks are walked in: last first, so masking (the keys past sk, the
+  // causal diagonal) is needed only early, except on causal ping-pong tiles at d=128, which
+  // walk them first to last. Walking back from its own diagonal, each of a head's query tiles
+  // running side by side asks for a different block of the head's keys and values; walking
+  // forward they ask for the same block together. Measured +0.4-3% at d=128 (causal 512 and
+  // 1024 rows, small grids, long keys) but 0.7-2% slower at d=64.
+  static constexpr bool kForwardWalk = Causal && Tiles::kOverlap && D == 128;
+  static constexpr int kWalkStep = kForwardWalk ? 1 : -1;
+  // On causal tiles whose consumers run side by side (192 and 256 rows), a later 64-row slice
+  // sees more key blocks than an earlier one (up to one more per 64 rows on 192-row tiles, three
+  // on 256-row tiles of 64 keys), so with slice = consumer the last consumer would have the most
+  // work in every tile and the others would wait for it at the K/V ring. Rotating the slices
+  // from tile to tile gives each consumer every slice in turn (every consumer counts the same
+  // Q rounds, so a tile's slices stay a permutation of its consumers).
+  static constexpr bool kRotate = Causal && !Tiles::kOverlap;
+  // Probabilities at the running max (OnlineSoftmax::at_running_max): on the d=64 tiles side
+  // by side and the unmasked ping-pong tiles. On the 192-row d=128 tiles the scores kept beside
+  // P and O spilled their 160 registers: there OnlineSoftmax::with_max takes the probabilities
+  // at the running max in place, and where a warp's could pass the bound the warpgroup computes
+  // S again (kRecomputeScores, the side-by-side loop). Only without the mask, where every block
+  // after a consumer's first gives each row a max, and not in the split form (split calls at
+  // d=128 run 128-row tiles) nor the tail kernel (both spilled).
+  static constexpr bool kRecomputeScores = !Tiles::kOverlap && D == 128 && !Causal && !Split &&
+                                           !TailPass;
+  static constexpr bool kFastProbabilities =
+      Tiles::kOverlap ? !Causal : D == 64 || kRecomputeScores;
 };
 
 }  // namespace sm90
