@@ -37,7 +37,9 @@
 #include <math.h>
 
 #include "core/fast_divmod.h"
+#include "core/combine_math.h"
 #include "core/key_blocks.h"
+#include "core/online_softmax.h"
 #include "core/tail_split.h"
 #include "core/hopper_tiles.h"
 #include "core/tile_order.h"
@@ -291,7 +293,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   const int tile_row = consumer * 64 + slice_row;  // without rotation, for every tile
   int row0 = 0;  // this thread's rows of the current tile: row0 and row0 + 8
 
-  const float scale_log2 = fmaxf(fabsf(p.softmax_scale) * static_cast<float>(M_LOG2E), FLT_MIN);
+  const float scale_log2 = softmax_scale_log2(p.softmax_scale);
   constexpr float kMaxSlackLog2 = 8.f;
   constexpr float kMaxSlack = static_cast<float>(1 << static_cast<int>(kMaxSlackLog2));
   const bool negate_scores = p.softmax_scale < 0.f;
@@ -339,12 +341,12 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     // (Rotating consumers know their slice's first row; the ping-pong kernels keep the tile's.)
     const int n0 = n * BN;
     const int first_row = kRotate ? row0 - slice_row : m0;
-    if (n0 + BN > p.sk || (Causal && n0 + BN - 1 > first_row + p.sk - p.sq)) {
+    if (block_needs_mask(n0, BN, first_row, p.sq, p.sk, Causal)) {
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) {
         const int key = n0 + (i / 4) * 8 + quad_col * 2 + (i % 2);
         const int query = row0 + ((i / 2) % 2) * 8;
-        const int limit = Causal ? min(p.sk - 1, query + p.sk - p.sq) : p.sk - 1;
+        const int limit = last_visible_key(query, p.sq, p.sk, Causal);
         if (key > limit) s[i] = -INFINITY;
       }
     }
@@ -380,16 +382,16 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         new_max = (block_max - row_max[r]) * scale_log2 > kMaxSlackLog2 ? block_max : row_max[r];
       }
       // A row that has seen only masked keys keeps max -inf; subtracting 0 keeps exp2 at 0.
-      const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
+      const float base = softmax_base(new_max, scale_log2);
       rescale[r] = Tiles::kOverlap || new_max != row_max[r]
-                       ? fast_exp2(row_max[r] * scale_log2 - base)
+                       ? fast_exp2(softmax_rescale_exponent(row_max[r], scale_log2, base))
                        : 1.f;
       row_max[r] = new_max;
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
-        s[4 * j + 2 * r] = fast_exp2(fmaf(s[4 * j + 2 * r], scale_log2, -base));
-        s[4 * j + 2 * r + 1] = fast_exp2(fmaf(s[4 * j + 2 * r + 1], scale_log2, -base));
+        s[4 * j + 2 * r] = fast_exp2(softmax_exponent(s[4 * j + 2 * r], scale_log2, base));
+        s[4 * j + 2 * r + 1] = fast_exp2(softmax_exponent(s[4 * j + 2 * r + 1], scale_log2, base));
         sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
       }
       row_sum[r] = row_sum[r] * rescale[r] + sum;
@@ -428,14 +430,15 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   auto probabilities_at_running_max = [&](uint32_t(&dst)[BN / 16][4], float(&sum)[2]) {
     if (__any_sync(0xffffffffu, row_max[0] == -INFINITY || row_max[1] == -INFINITY))
       return false;
-    const float base[2] = {row_max[0] * scale_log2, row_max[1] * scale_log2};
+    const float base[2] = {softmax_base_seen(row_max[0], scale_log2),
+                           softmax_base_seen(row_max[1], scale_log2)};
     sum[0] = sum[1] = 0.f;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const float p0 = fast_exp2(fmaf(s[4 * j + 2 * r], scale_log2, -base[r]));
-        const float p1 = fast_exp2(fmaf(s[4 * j + 2 * r + 1], scale_log2, -base[r]));
+        const float p0 = fast_exp2(softmax_exponent(s[4 * j + 2 * r], scale_log2, base[r]));
+        const float p1 = fast_exp2(softmax_exponent(s[4 * j + 2 * r + 1], scale_log2, base[r]));
         sum[r] += p0 + p1;
         dst[j / 2][2 * (j % 2) + r] = pack2<Elem>(p0, p1);
       }
@@ -567,8 +570,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       const float4* const part_record = record(k);
       const float4 stats = __ldcg(part_record + (D / 8) * 32 + lane);
       // A row's weight: 0 for a part whose row saw no key (max -inf).
-      const float take0 = stats.x == -INFINITY ? 0.f : exp2f((stats.x - new_max[0]) * scale_log2);
-      const float take1 = stats.y == -INFINITY ? 0.f : exp2f((stats.y - new_max[1]) * scale_log2);
+      const auto exp = [&](float x) { return exp2f(x * scale_log2); };
+      const float take0 = fold_rescale(stats.x, new_max[0], exp);
+      const float take1 = fold_rescale(stats.y, new_max[1], exp);
       l[0] = fmaf(stats.z, take0, l[0]);
       l[1] = fmaf(stats.w, take1, l[1]);
 #pragma unroll
