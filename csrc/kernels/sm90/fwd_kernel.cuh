@@ -48,6 +48,7 @@
 #include "kernels/fwd_common.cuh"
 #include "kernels/sm90/hopper_primitives.cuh"
 #include "kernels/sm90/kernel_traits.cuh"
+#include "kernels/sm90/mask.cuh"
 #include "kernels/sm90/named_barriers.h"
 #include "kernels/sm90/pipeline.cuh"
 #include "kernels/sm90/shared_storage.cuh"
@@ -296,7 +297,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   const float scale_log2 = softmax_scale_log2(p.softmax_scale);
   constexpr float kMaxSlackLog2 = 8.f;
   constexpr float kMaxSlack = static_cast<float>(1 << static_cast<int>(kMaxSlackLog2));
-  const bool negate_scores = p.softmax_scale < 0.f;
+  const ScoreMask<Kt> mask(p, quad_col);
 
   float o[D / 2];
   float s[BN / 2];
@@ -330,27 +331,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   };
   // Every consumer warp frees a stage's K or V once its reads are complete.
   auto release = [&](uint64_t* empty) { warp_release(empty, lane); };
-  // Scores of key block n as the softmax reads them: sign-flipped where the scale is negative,
-  // and -inf at the keys a row may not see.
-  auto prepare_scores = [&](int n) {
-    if (negate_scores) {
-#pragma unroll
-      for (int i = 0; i < BN / 2; ++i) s[i] = -s[i];
-    }
-    // Mask keys past sk and, if causal, keys a row may not see (only blocks that need it).
-    // (Rotating consumers know their slice's first row; the ping-pong kernels keep the tile's.)
-    const int n0 = n * BN;
-    const int first_row = kRotate ? row0 - slice_row : m0;
-    if (block_needs_mask(n0, BN, first_row, p.sq, p.sk, Causal)) {
-#pragma unroll
-      for (int i = 0; i < BN / 2; ++i) {
-        const int key = n0 + (i / 4) * 8 + quad_col * 2 + (i % 2);
-        const int query = row0 + ((i / 2) % 2) * 8;
-        const int limit = last_visible_key(query, p.sq, p.sk, Causal);
-        if (key > limit) s[i] = -INFINITY;
-      }
-    }
-  };
+  // Scores of key block n as the softmax reads them (mask.cuh). Rotating consumers know their
+  // slice's first row; the ping-pong kernels keep the tile's.
+  auto prepare_scores = [&](int n) { mask.apply(s, n, kRotate ? row0 - slice_row : m0, row0); };
   // Prepared scores -> probabilities (in s), running max and sum, and rescale[] for O.
   // at_running_max (without overlap): the block's max is not taken, the probabilities are at
   // the running max; returns whether the thread's partial sums of both rows, and so each of its
