@@ -50,6 +50,7 @@
 #include "kernels/sm90/kernel_traits.cuh"
 #include "kernels/sm90/mask.cuh"
 #include "kernels/sm90/named_barriers.h"
+#include "kernels/sm90/softmax.cuh"
 #include "kernels/sm90/pipeline.cuh"
 #include "kernels/sm90/shared_storage.cuh"
 
@@ -295,8 +296,6 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   int row0 = 0;  // this thread's rows of the current tile: row0 and row0 + 8
 
   const float scale_log2 = softmax_scale_log2(p.softmax_scale);
-  constexpr float kMaxSlackLog2 = 8.f;
-  constexpr float kMaxSlack = static_cast<float>(1 << static_cast<int>(kMaxSlackLog2));
   const ScoreMask<Kt> mask(p, quad_col);
 
   float o[D / 2];
@@ -304,9 +303,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   uint32_t pa[BN / 16][4];  // P of the block whose P V is in flight
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) s[i] = 0.f;
-  float row_max[2];  // of the raw scores (sign-flipped if scale < 0)
-  float row_sum[2];  // this thread's partial; quad-reduced at the end
-  float rescale[2];
+  OnlineSoftmax<Kt> softmax(p.softmax_scale);  // row_max, row_sum, rescale
 
   uint32_t q_addr = 0;  // this warpgroup's 64 rows of the current tile's Q buffer
   const uint32_t k_base = smem_u32(sK), v_base = smem_u32(sV);
@@ -334,129 +331,17 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // Scores of key block n as the softmax reads them (mask.cuh). Rotating consumers know their
   // slice's first row; the ping-pong kernels keep the tile's.
   auto prepare_scores = [&](int n) { mask.apply(s, n, kRotate ? row0 - slice_row : m0, row0); };
-  // Prepared scores -> probabilities (in s), running max and sum, and rescale[] for O.
-  // at_running_max (without overlap): the block's max is not taken, the probabilities are at
-  // the running max; returns whether the thread's partial sums of both rows, and so each of its
-  // probabilities, stay within 2^kMaxSlackLog2 (see probabilities_at_running_max).
   auto softmax_with_max = [&](bool at_running_max = false) {
-    bool bounded = true;
-    // Registers 4j + 2r + {0, 1} belong to row r.
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      // The block's max over the quad (the running max itself where at_running_max).
-      float block_max = -INFINITY;
-      if (!Tiles::kOverlap && at_running_max) {
-        block_max = row_max[r];
-      } else {
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j)
-          block_max = fmaxf(block_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-        block_max = quad_max(block_max);
-      }
-      // Without overlap, the running max moves only when a block's max passes it by more than
-      // kMaxSlackLog2 (scaled, log2 units): probabilities then reach at most 2^kMaxSlackLog2
-      // before the normalisation, harmless in fp32 sums and bf16/fp16 P, and most blocks leave
-      // O as it is (rescale_o skips them). The first block with a visible key always moves it
-      // (from -inf). With overlap the skip measured 2-6% slower, so the max follows every block.
-      float new_max;
-      if constexpr (Tiles::kOverlap) {
-        new_max = fmaxf(row_max[r], block_max);
-      } else {
-        new_max = (block_max - row_max[r]) * scale_log2 > kMaxSlackLog2 ? block_max : row_max[r];
-      }
-      // A row that has seen only masked keys keeps max -inf; subtracting 0 keeps exp2 at 0.
-      const float base = softmax_base(new_max, scale_log2);
-      rescale[r] = Tiles::kOverlap || new_max != row_max[r]
-                       ? fast_exp2(softmax_rescale_exponent(row_max[r], scale_log2, base))
-                       : 1.f;
-      row_max[r] = new_max;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        s[4 * j + 2 * r] = fast_exp2(softmax_exponent(s[4 * j + 2 * r], scale_log2, base));
-        s[4 * j + 2 * r + 1] = fast_exp2(softmax_exponent(s[4 * j + 2 * r + 1], scale_log2, base));
-        sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
-      }
-      row_sum[r] = row_sum[r] * rescale[r] + sum;
-      // (NaN fails the test too, and so does a row without a max: its probabilities were not
-      // taken at one.)
-      bounded = bounded && sum <= kMaxSlack && new_max != -INFINITY;
-    }
-    return bounded;
+    return softmax.with_max(s, at_running_max);
   };
-  auto softmax = [&](int n) {
-    prepare_scores(n);
-    softmax_with_max();
-  };
-  // After a row's first block its max rarely moves by much, so the block's max, its reduction
-  // across the quad and the max's update are mostly work done for nothing: here the
-  // probabilities are taken at the running max instead, straight into P (dst), the scores kept,
-  // and a thread's partial row sums bound each of its probabilities. Where one could pass
-  // 2^kMaxSlackLog2, or a row of the warp has no max yet (-inf: its first block), returns false
-  // with the scores intact, and the caller runs softmax_with_max. Without overlap that is
-  // softmax_with_max's own slack rule (the same bits wherever the max stays); with overlap the
-  // max now lags by up to kMaxSlackLog2 too, and O needs no rescale where it does. Measured
-  // +9-12% on the d=64 tiles side by side and +6% on d=128 ping-pong tiles of 8 key blocks,
-  // even at 4 (benchmarks/NOTES.md steps 42-43). Not on causal ping-pong tiles (3-4% slower at
-  // 512 rows, even at 1024: most of their blocks are a tile's first, or masked). The caller
-  // adds `sum` to the row sums where it returns true.
-  // On the 192-row d=128 tiles the scores kept beside P and O spilled their 160 registers:
-  // there softmax_with_max takes the probabilities at the running max in place, and where a
-  // warp's could pass the bound the warpgroup computes S again (kRecomputeScores, the loop
-  // below). Only without the mask, where every block after a consumer's first gives each row a
-  // max, and not in the split form (split calls at d=128 run 128-row tiles) nor the tail
-  // kernel (both spilled).
   static_assert(!kRecomputeScores ||
                     named_barrier_id(FwdNamedBarrier::kRecomputeVote, Tiles::kConsumers) <=
                         kNamedBarrierCount,
                 "a recompute vote barrier per consumer");
-  auto probabilities_at_running_max = [&](uint32_t(&dst)[BN / 16][4], float(&sum)[2]) {
-    if (__any_sync(0xffffffffu, row_max[0] == -INFINITY || row_max[1] == -INFINITY))
-      return false;
-    const float base[2] = {softmax_base_seen(row_max[0], scale_log2),
-                           softmax_base_seen(row_max[1], scale_log2)};
-    sum[0] = sum[1] = 0.f;
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float p0 = fast_exp2(softmax_exponent(s[4 * j + 2 * r], scale_log2, base[r]));
-        const float p1 = fast_exp2(softmax_exponent(s[4 * j + 2 * r + 1], scale_log2, base[r]));
-        sum[r] += p0 + p1;
-        dst[j / 2][2 * (j % 2) + r] = pack2<Elem>(p0, p1);
-      }
-    }
-    // (NaN fails the test too; softmax_with_max then handles it as before.)
-    return !__any_sync(0xffffffffu, !(sum[0] <= kMaxSlack && sum[1] <= kMaxSlack));
+  auto softmax_of = [&](int n) {
+    prepare_scores(n);
+    softmax_with_max();
   };
-  auto add_to_row_sums = [&](const float(&sum)[2]) {
-    row_sum[0] += sum[0];
-    row_sum[1] += sum[1];
-  };
-  // O changes only where a row's max moved (softmax), which without overlap is rare after the
-  // first blocks: the warp then skips the D/2 multiplies unless one of its rows moved.
-  auto rescale_o = [&]() {
-    if (!Tiles::kOverlap && !__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f))
-      return;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      o[4 * j + 0] *= rescale[0];
-      o[4 * j + 1] *= rescale[0];
-      o[4 * j + 2] *= rescale[1];
-      o[4 * j + 3] *= rescale[1];
-    }
-  };
-  // P in the register-A layout: two adjacent n8 score tiles are one m64k16 A fragment.
-  auto pack_p = [&]() {
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      pa[kk][0] = pack2<Elem>(s[8 * kk + 0], s[8 * kk + 1]);
-      pa[kk][1] = pack2<Elem>(s[8 * kk + 2], s[8 * kk + 3]);
-      pa[kk][2] = pack2<Elem>(s[8 * kk + 4], s[8 * kk + 5]);
-      pa[kk][3] = pack2<Elem>(s[8 * kk + 6], s[8 * kk + 7]);
-    }
-  };
-
   // Ping-pong turns: consumer c waits on its turn's barrier before issuing GEMMs and hands the
   // turn to the other consumer after issuing them; consumer 1 hands consumer 0 the first turn.
   auto wait_turn = [&]() {
@@ -487,8 +372,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   auto begin_tile = [&]() {
     const int slice = next_slice();
     row0 = m0 + row_in_tile(slice);
-    row_max[0] = row_max[1] = -INFINITY;
-    row_sum[0] = row_sum[1] = 0.f;
+    softmax.reset();
     qb = ring_slot<Tiles::kQStages>(q_round);
     q_addr = smem_u32(sQ) + qb * Tiles::kTileBytesQ + slice * 64 * 128;
     mbar_wait(&q_full[qb], ring_parity<Tiles::kQStages>(q_round));
@@ -502,8 +386,8 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     int slot;  // the tail kernel's piece (piece_of)
   };
   auto finished_rows = [&](int slot) {
-    return FinishedRows{m0,    row0,  batch, head, split, {row_max[0], row_max[1]},
-                        {row_sum[0], row_sum[1]}, slot};
+    return FinishedRows{m0,    row0,  batch, head, split, {softmax.row_max[0], softmax.row_max[1]},
+                        {softmax.row_sum[0], softmax.row_sum[1]}, slot};
   };
   // A piece of a tail tile cut into parts (core/tail_split.h), per consumer warp: write this
   // warp's unnormalised partial (its O registers, row maxima and partial row sums, lane-
@@ -703,7 +587,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // ... then softmax, leaving P in s.
   auto block_scored = [&](int n) {
     block_landed(n);
-    softmax(n);
+    softmax_of(n);
   };
 
   if constexpr (!Tiles::kOverlap) {
@@ -746,14 +630,14 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
           // freed only after the vote) and takes the block's max. One call site of the softmax
           // for both, so ptxas lays out S, P and O as for the plain softmax (with two, or with
           // probabilities_at_running_max's P beside the scores, it spilled).
-          const float kept_sum[2] = {row_sum[0], row_sum[1]};
+          const float kept_sum[2] = {softmax.row_sum[0], softmax.row_sum[1]};
           for (bool at_running_max = n != visible_end - 1;; at_running_max = false) {
             const bool bounded = softmax_with_max(at_running_max);
             if (!at_running_max || !named_barrier_any(named_barrier_id(FwdNamedBarrier::kRecomputeVote, consumer),
                                                      128, !bounded))
               break;
-            row_sum[0] = kept_sum[0];
-            row_sum[1] = kept_sum[1];
+            softmax.row_sum[0] = kept_sum[0];
+            softmax.row_sum[1] = kept_sum[1];
             wgmma_fence();
             issue_qk(stage);
             wgmma_wait<0>();
@@ -761,18 +645,18 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
             prepare_scores(n);
           }
           free_scored_operands(n);
-          rescale_o();
-          pack_p();
+          softmax.rescale_o(o);
+          pack_p<Elem, BN>(s, pa);
         } else {
           block_landed(n);
           prepare_scores(n);
           float sum[2];
-          if (kFastProbabilities && probabilities_at_running_max(pa, sum)) {
-            add_to_row_sums(sum);
+          if (kFastProbabilities && softmax.at_running_max(s, pa, sum)) {
+            softmax.add_to_row_sums(sum);
           } else {
             softmax_with_max();
-            rescale_o();
-            pack_p();
+            softmax.rescale_o(o);
+            pack_p<Elem, BN>(s, pa);
           }
         }
         mbar_wait(&v_full[stage], phase);
@@ -815,7 +699,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       wgmma_wait<0>();
       block_scored(kForwardWalk ? range.begin : range.end - 1);  // the tile's first block
       zero_o();
-      pack_p();
+      pack_p<Elem, BN>(s, pa);
     };
     int slot = next_work(first_slot);
     if (slot < end_slot) start_alone();
@@ -834,9 +718,9 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         uint32_t p_next[BN / 16][4];
         float sum[2];
         const bool at_running_max =
-            kFastProbabilities && probabilities_at_running_max(p_next, sum);
+            kFastProbabilities && softmax.at_running_max(s, p_next, sum);
         if (at_running_max)
-          add_to_row_sums(sum);
+          softmax.add_to_row_sums(sum);
         else
           softmax_with_max();
         pv_landed(prev_stage);
@@ -846,8 +730,8 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
 #pragma unroll
             for (int e = 0; e < 4; ++e) pa[kk][e] = p_next[kk][e];
         } else {
-          rescale_o();
-          pack_p();
+          softmax.rescale_o(o);
+          pack_p<Elem, BN>(s, pa);
         }
       }
       // The tile's last P V. With kCarry (and the launch's carry) it carries the next tile's
@@ -866,7 +750,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
         pv_landed(last_stage);
         write_rows(done, false);
         zero_o();
-        pack_p();
+        pack_p<Elem, BN>(s, pa);
       } else {
         mbar_wait(&v_full[last_stage], last_phase);
         wait_turn();
