@@ -46,6 +46,7 @@
 #include "kernels/attn_params.h"
 #include "kernels/sm90/fwd_params.cuh"
 #include "kernels/fwd_common.cuh"
+#include "kernels/sm90/epilogue.cuh"
 #include "kernels/sm90/hopper_primitives.cuh"
 #include "kernels/sm90/kernel_traits.cuh"
 #include "kernels/sm90/mask.cuh"
@@ -179,10 +180,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // A tail slot: piece `half` of chunk k of the last round (empty where there is none). Worked
   // out again from the slot where needed rather than kept in registers across the tile: the
   // 192-row d=128 consumers have none to spare.
-  auto piece_of = [&](int slot) {
-    const int k = slot - tail.main_tiles, half = k >= tail.sm_count;
-    return tail_piece(tail, k - half * tail.sm_count, half);
-  };
+  auto piece_of = [&](int slot) { return tail_piece_of_slot(tail, slot); };
   auto locate_piece = [&](int slot) {
     const TailPiece piece = piece_of(slot);
     if (piece.empty()) {
@@ -378,161 +376,12 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     mbar_wait(&q_full[qb], ring_parity<Tiles::kQStages>(q_round));
     ++q_round;
   };
-  // What a tile's epilogue needs, kept apart from the walk's state: with overlap, the next
-  // tile's first block is already under way when the epilogue runs.
-  struct FinishedRows {
-    int m0, row0, batch, head, split;
-    float row_max[2], row_sum[2];
-    int slot;  // the tail kernel's piece (piece_of)
-  };
   auto finished_rows = [&](int slot) {
     return FinishedRows{m0,    row0,  batch, head, split, {softmax.row_max[0], softmax.row_max[1]},
                         {softmax.row_sum[0], softmax.row_sum[1]}, slot};
   };
-  // A piece of a tail tile cut into parts (core/tail_split.h), per consumer warp: write this
-  // warp's unnormalised partial (its O registers, row maxima and partial row sums, lane-
-  // interleaved float4s, L2 only), then count its arrival (counters cleared before the launch);
-  // the last of the tile's parts to arrive folds all the partials into its O and statistics
-  // and writes the output (returns true); the others are done (false). (A compare-and-swap
-  // loop here, to tag counts by launch instead of clearing them, made ptxas serialize the
-  // 192-row d=128 kernel's wgmma for registers.)
-  auto settle_tail_piece = [&](const TailPiece& f, float (&m)[2], float (&l)[2]) {
-    constexpr int kWarps = Tiles::kConsumers * 4;
-    constexpr int kRecord = static_cast<int>(tail_record_floats(D) / 4);  // float4s
-    const int warp = consumer * 4 + (threadIdx.x / 32) % 4;
-    float4* const records = reinterpret_cast<float4*>(hp.epilogue.tail_ws);
-    auto record = [&](int k) {
-      return records +
-             ((static_cast<long long>(f.tile) * tail.max_parts + k) * kWarps + warp) * kRecord;
-    };
-    float4* const mine = record(f.part);
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i)
-      __stcg(mine + i * 32 + lane, make_float4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]));
-    __stcg(mine + (D / 8) * 32 + lane, make_float4(m[0], m[1], l[0], l[1]));
-    __threadfence();
-    __syncwarp();
-    unsigned int* const counter =
-        reinterpret_cast<unsigned int*>(reinterpret_cast<unsigned char*>(hp.epilogue.tail_ws) +
-                                        tail_counters_offset_bytes(tail, BM, D)) +
-        static_cast<long long>(f.tile) * kWarps + warp;
-    int last = 0;
-    if (lane == 0) last = atomicAdd(counter, 1u) + 1 == static_cast<unsigned int>(f.parts);
-    if (!__shfl_sync(0xffffffffu, last, 0)) return false;
-    __threadfence();
-    // Fold every part's record, this warp's own included, in part order into O and the row
-    // sums: the sum's order, and so the output's bits, do not depend on which part came last.
-    float new_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll 1
-    for (int k = 0; k < f.parts; ++k) {
-      const float4 stats = __ldcg(record(k) + (D / 8) * 32 + lane);
-      new_max[0] = fmaxf(new_max[0], stats.x);
-      new_max[1] = fmaxf(new_max[1], stats.y);
-    }
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-    l[0] = l[1] = 0.f;
-#pragma unroll 1
-    for (int k = 0; k < f.parts; ++k) {
-      const float4* const part_record = record(k);
-      const float4 stats = __ldcg(part_record + (D / 8) * 32 + lane);
-      // A row's weight: 0 for a part whose row saw no key (max -inf).
-      const auto exp = [&](float x) { return exp2f(x * scale_log2); };
-      const float take0 = fold_rescale(stats.x, new_max[0], exp);
-      const float take1 = fold_rescale(stats.y, new_max[1], exp);
-      l[0] = fmaf(stats.z, take0, l[0]);
-      l[1] = fmaf(stats.w, take1, l[1]);
-#pragma unroll
-      for (int i = 0; i < D / 8; ++i) {
-        const float4 v = __ldcg(part_record + i * 32 + lane);
-        o[4 * i + 0] = fmaf(v.x, take0, o[4 * i + 0]);
-        o[4 * i + 1] = fmaf(v.y, take0, o[4 * i + 1]);
-        o[4 * i + 2] = fmaf(v.z, take1, o[4 * i + 2]);
-        o[4 * i + 3] = fmaf(v.w, take1, o[4 * i + 3]);
-      }
-    }
-    m[0] = new_max[0];
-    m[1] = new_max[1];
-    return true;
-  };
-  // Direct epilogue: this consumer's staging slabs. Each warp stages and stores its own 16 rows
-  // (lane 0 issues the TMA stores; a bulk group is per thread, so it also waits for them), so
-  // only the warp synchronises, not the warpgroup (two named barriers per tile fewer; measured
-  // with the approximate row scale: benchmarks/NOTES.md step 27).
-  unsigned char* const sO_rows = sO + consumer * Tiles::kSlabs * Tiles::kSlabBytesO;
-  const uint32_t warp_rows = warp_in_group * 16 * 128;  // this warp's rows in each slab
-  // Epilogue: normalise O, then write either the output or this split's partial. Rows of a
-  // tile with no key block to visit (causal rows before the first key, an empty split) are
-  // written as seen-no-key: 0 and lse -inf, without reading O (it may hold another tile).
-  auto write_rows = [&](const FinishedRows& f, bool no_keys) {
-    if constexpr (Split) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float sum = no_keys ? 0.f : quad_sum(f.row_sum[r]);
-        const int query = f.row0 + 8 * r;
-        if (query >= p.sq) continue;  // a padding row of the last tile
-        write_output_row<Elem, D, Split>(
-            p, f.batch, f.head, query, f.split, f.row_max[r], scale_log2, sum, quad_col, [&](int j) {
-              return no_keys ? make_float2(0.f, 0.f)
-                             : make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]);
-            });
-      }
-    } else {
-      float fin_max[2] = {f.row_max[0], f.row_max[1]}, fin_sum[2] = {f.row_sum[0], f.row_sum[1]};
-      if constexpr (TailPass) {
-        const TailPiece piece = piece_of(f.slot);
-        if (piece.parts > 1 && !settle_tail_piece(piece, fin_max, fin_sum)) return;
-      }
-      // The warp's previous store must have read its staging rows before they are rewritten.
-      if (lane == 0) bulk_wait_group_read<0>();
-      __syncwarp();
-      float inv[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float sum = no_keys ? 0.f : quad_sum(fin_sum[r]);
-        const FinishedRowScale scale =
-            finished_row_scale<Tiles::kApproxRowScale>(fin_max[r], scale_log2, sum);
-        inv[r] = scale.inv;
-        const int query = f.row0 + 8 * r;
-        if (quad_col == 0 && query < p.sq)
-          p.lse[(static_cast<int64_t>(f.batch) * p.h + f.head) * p.sq + query] = scale.lse;
-      }
-      // The warp's 16 rows by stmatrix, four 8x8 matrices a time: rows 0-7 and 8-15 of column
-      // blocks j and j + 1 (8 columns each; registers 4j + 2r (+1) hold row r * 8 + lane / 4 of
-      // block j). Lane l gives the address of row l % 8 (+ 8 for the odd matrices) of its
-      // matrix: in the slab of 64 columns, 16-byte chunk (block % 8) XOR row % 8 (the 128-byte
-      // swizzle). One store and one address per four registers instead of one each
-      // (measured: benchmarks/NOTES.md step 47).
-      const int matrix = lane / 8;
-      const int row = warp_in_group * 16 + lane % 8 + 8 * (matrix % 2);
-      const uint32_t row_base = smem_u32(sO_rows) + row * 128;
-#pragma unroll
-      for (int j = 0; j < D / 8; j += 2) {
-        uint32_t packed[4];
-#pragma unroll
-        for (int m = 0; m < 4; ++m) {
-          const int block = j + m / 2, r = m % 2;
-          packed[m] = no_keys ? 0u
-                              : pack2<Elem>(o[4 * block + 2 * r] * inv[r],
-                                            o[4 * block + 2 * r + 1] * inv[r]);
-        }
-        const int block = j + matrix / 2;
-        stmatrix_x4(row_base + (block / 8) * Tiles::kSlabBytesO + (((block % 8) ^ (row % 8)) << 4),
-                    packed[0], packed[1], packed[2], packed[3]);
-      }
-      fence_proxy_async_shared();
-      __syncwarp();
-      if (lane == 0) {
-        // Rows at or past sq lie outside the map and are not written.
-        const uint64_t o_policy = l2_evict_first_policy();
-        for (int slab = 0; slab < Tiles::kSlabs; ++slab)
-          tma_store_4d(&hp.epilogue.o_map, sO_rows + slab * Tiles::kSlabBytesO + warp_rows, slab * 64,
-                       kRotate ? f.row0 - quad_row : f.m0 + consumer * 64 + warp_in_group * 16,
-                       f.head, f.batch, o_policy);
-        bulk_commit_group();
-      }
-    }
-  };
+  const FwdEpilogue<Kt> epilogue(hp, sO, ConsumerThread(warpgroup, lane), scale_log2);
+  auto write_rows = [&](const FinishedRows& f, bool no_keys) { epilogue.write(f, no_keys, o); };
   uint32_t tiles_drawn = 0;  // dynamic walk: tiles read from the tile ring so far
   // The dynamic walk's next tile: the one the producer drew (end_slot at the end).
   auto draw_tile = [&]() {
@@ -763,10 +612,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       }
     }
   }
-  // The staging slabs must outlive the last TMA store's reads of them.
-  if constexpr (!Split) {
-    if (lane == 0) bulk_wait_group<0>();
-  }
+  epilogue.finish();
   // The tail kernel runs beside the main one (launch_after_prior_grid) and shares no data with
   // it, but must not finish before it: whatever follows on the stream waits for the tail kernel
   // only, and reads the main tiles' output too.

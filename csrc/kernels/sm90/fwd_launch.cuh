@@ -72,7 +72,7 @@ void set_walk(HopperFwdParams& hp, const LaunchPlan& plan, gpuStream_t stream) {
     }
     sp.tail = plan.tail;
     hp.epilogue.tail_ws = static_cast<float*>(p.tail_ws);
-    // The pieces count their arrivals from zero (fwd_kernel.cuh, settle_tail_piece).
+    // The pieces count their arrivals from zero (epilogue.cuh, settle_tail_piece).
     const long long counters = tail_counters_offset_bytes(plan.tail, Tiles::kBlockM, D);
     FS_GPU_CHECK(gpuMemsetAsync(static_cast<unsigned char*>(p.tail_ws) + counters, 0,
                                 needed - static_cast<size_t>(counters), stream));

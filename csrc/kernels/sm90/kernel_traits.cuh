@@ -124,5 +124,23 @@ struct FwdKernelTraits {
       Tiles::kOverlap ? !Causal : D == 64 || kRecomputeScores;
 };
 
+// A consumer thread's place in the block: its consumer warpgroup (64 query rows each), its warp
+// and lane, and its quad (lane / 4: the row, lane % 4: the column pair) in the wgmma layout.
+struct ConsumerThread {
+  int consumer;       // 0 .. consumers - 1 (warpgroup 0 is the producer)
+  int lane;
+  int warp_in_group;  // 0 .. 3, 16 rows each
+  int quad_row, quad_col;
+  int slice_row;      // this thread's first row within a 64-row slice of a tile
+
+  __device__ __forceinline__ ConsumerThread(int warpgroup, int lane_)
+      : consumer(warpgroup - 1),
+        lane(lane_),
+        warp_in_group((threadIdx.x / 32) % 4),
+        quad_row(lane / 4),
+        quad_col(lane % 4),
+        slice_row(warp_in_group * 16 + quad_row) {}
+};
+
 }  // namespace sm90
 }  // namespace flashsplit
