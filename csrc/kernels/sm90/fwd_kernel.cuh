@@ -52,6 +52,7 @@
 #include "kernels/sm90/mask.cuh"
 #include "kernels/sm90/named_barriers.h"
 #include "kernels/sm90/softmax.cuh"
+#include "kernels/sm90/tile_scheduler.cuh"
 #include "kernels/sm90/pipeline.cuh"
 #include "kernels/sm90/shared_storage.cuh"
 
@@ -67,7 +68,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     hopper_fwd_kernel(const __grid_constant__ HopperFwdParams hp) {
 #if FS_HAS_WGMMA
   using Kt = FwdKernelTraits<Elem, D, Causal, Split, Tiles, TailPass>;
-  constexpr int BM = Tiles::kBlockM, BN = Tiles::kBlockN, kStages = Tiles::kStages;
+  constexpr int BN = Tiles::kBlockN, kStages = Tiles::kStages;
   constexpr bool kCarry = Kt::kCarry, kGroupedWalk = Kt::kGroupedWalk;
   constexpr bool kForwardWalk = Kt::kForwardWalk, kRotate = Kt::kRotate;
   constexpr int kWalkStep = Kt::kWalkStep;
@@ -95,104 +96,12 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x % 32;
 
-  // Persistent: each block walks tiles blockIdx.x, + gridDim.x, ... of the linear order
-  // (query tile fastest, then split, then batch * head), so while the consumers finish one
-  // tile's last P V and epilogue the producer already loads the next tile's Q, K and V.
-  const int m_blocks = (p.sq + BM - 1) / BM;
-  const int total_tiles = m_blocks * p.num_splits * p.b * p.h;
-  // The walk's slots: one per tile, up to the tail's main tiles where a tail split follows. The
-  // tail kernel's slots come after them, two per SM (the pieces of its chunk of the last
-  // round); its block j takes slots main + j and main + sm_count + j.
-  const TailSplit& tail = hp.scheduler.tail;
-  const int first_slot = TailPass ? tail.main_tiles + blockIdx.x : blockIdx.x;
-  const int end_slot = TailPass ? tail.main_tiles + 2 * tail.sm_count
-                                : (tail.active() ? tail.main_tiles : total_tiles);
-  const int slot_stride = TailPass ? tail.sm_count : gridDim.x;
-  int m_block = 0, split = 0, batch = 0, head = 0, kv_head = 0, m0 = 0;
-  KeyBlockRange range{0, 0};
-  const SchedulerParams& sp = hp.scheduler;
-  const FastDivmod &by_grid = sp.by_grid, &by_m_blocks = sp.by_m_blocks,
-                   &by_splits = sp.by_splits, &by_heads = sp.by_heads, &by_group = sp.by_group;
-  // Slot k of the walk (blockIdx.x + i * gridDim.x) maps to a tile in snake order (or in
-  // rotated rounds, in locate below): odd rounds of gridDim.x slots run backwards, so a block
-  // that drew a long (causal) tile in one round draws a short one in the next, and every
-  // block's total work evens out. The rounds stay contiguous windows of the tile order, so
-  // tiles running together still share K/V in L2.
-  auto locate_tile = [&](int tile) {
-    int rest, x;
-    if constexpr (kGroupedWalk) {
-      const GroupedTile t = grouped_tile(tile, sp.groups);
-      rest = t.unit;
-      x = t.x;
-    } else {
-      rest = by_m_blocks.div(tile);
-      x = by_m_blocks.mod(tile, rest);
-    }
-    // Causal tiles late in the sequence do the most work: start them first.
-    m_block = Causal ? m_blocks - 1 - x : x;
-    const int bh = by_splits.div(rest);
-    split = by_splits.mod(rest, bh);
-    batch = by_heads.div(bh);
-    head = by_heads.mod(bh, batch);
-    kv_head = by_group.div(head);
-    m0 = m_block * BM;
-    const int last_query = min(m0 + BM - 1, p.sq - 1);
-    const int n_visible = visible_key_blocks(last_query + 1, p.sq, p.sk, BN, Causal);
-    range = Split ? split_key_blocks(n_visible, p.num_splits, split) : KeyBlockRange{0, n_visible};
-  };
-  auto locate = [&](int slot) {
-    const int round = by_grid.div(slot), within = by_grid.mod(slot, round);
-    // Rotated rounds: block j takes the round's tile (j + round) mod its tiles, so the short
-    // last query tiles of heads spread over every block (a full round rotates over the grid,
-    // the last one over its own tiles, which the blocks below their count run).
-    if constexpr (!Causal && Tiles::kBlockM == kHopperTallRows) {
-      if (sp.rotate_rounds) {
-        const int first = round * gridDim.x;
-        int pos;
-        if (first + static_cast<int>(gridDim.x) <= end_slot) {
-          pos = within + by_grid.mod(round, by_grid.div(round));
-          if (pos >= static_cast<int>(gridDim.x)) pos -= gridDim.x;
-        } else {
-          pos = within + sp.last_round_shift;
-          if (pos >= sp.last_round_tiles) pos -= sp.last_round_tiles;
-        }
-        locate_tile(first + pos);
-        return;
-      }
-    }
-    // Causal ping-pong tiles: a part-full last round after a forward one runs backwards over
-    // its own tiles too, so its short tiles go to the blocks whose previous round was long
-    // (before, it ran forwards: at 512 rows the blocks that had drawn the most key blocks also
-    // drew the last round's longest tiles, 43 blocks' work against 38.8 on average; measured
-    // +3% at d=128 512 and 1024 rows, benchmarks/NOTES.md step 40). Without the mask the tiles
-    // are alike, and the last round keeps its order; causal tiles of consumers side by side
-    // are drawn from a counter where persistent (with the change, ptxas spilled the split
-    // 192-row d=128 kernel).
-    if constexpr (Causal && Tiles::kOverlap) {
-      const int first = round * gridDim.x;
-      const int in_round = min(static_cast<int>(gridDim.x), total_tiles - first);
-      locate_tile((round & 1) ? first + in_round - 1 - within : slot);
-      return;
-    }
-    const bool backwards = (round & 1) && (round + 1) * gridDim.x <= total_tiles;
-    locate_tile(backwards ? round * gridDim.x + gridDim.x - 1 - within : slot);
-  };
-  // A tail slot: piece `half` of chunk k of the last round (empty where there is none). Worked
-  // out again from the slot where needed rather than kept in registers across the tile: the
-  // 192-row d=128 consumers have none to spare.
-  auto piece_of = [&](int slot) { return tail_piece_of_slot(tail, slot); };
-  auto locate_piece = [&](int slot) {
-    const TailPiece piece = piece_of(slot);
-    if (piece.empty()) {
-      range = KeyBlockRange{0, 0};
-      return;
-    }
-    locate_tile(tail.main_tiles + piece.tile);
-    range = KeyBlockRange{piece.kb_begin, piece.kb_end};
-  };
+  const TileScheduler<Kt> scheduler(hp);
+  const int first_slot = scheduler.first_slot, end_slot = scheduler.end_slot;
+  const int slot_stride = scheduler.slot_stride;
+  WorkTile tile{};  // the tile being loaded (producer) or computed (consumers)
 
-  // Persistent grouped walks draw their tiles from a counter.
-  const bool dynamic_walk = kGroupedWalk && sp.tile_counter != nullptr;
+  const bool dynamic_walk = scheduler.dynamic;
 
   init_barriers<Kt>(smem);
 
@@ -219,7 +128,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     // 0.5-1% slower with the mask (benchmarks/NOTES.md step 46). The policies are made at each
     // copy (one instruction) rather than kept: the producer has 32 registers, and with two
     // 64-bit policies held the causal 192-row split kernels spilled.
-    const bool kv_shared = m_blocks > 1 || p.h != p.hk;
+    const bool kv_shared = scheduler.m_blocks > 1 || p.h != p.hk;
     auto kv_policy = [&]() {
       return kv_shared ? l2_evict_last_policy() : l2_evict_normal_policy();
     };
@@ -235,23 +144,23 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       mbar_arrive_expect_tx(&q_full[qb], Tiles::kTileBytesQ);
       for (int slab = 0; slab < Tiles::kSlabs; ++slab)
         tma_load_4d(sQ + qb * Tiles::kTileBytesQ + slab * Tiles::kSlabBytesQ, &hp.mainloop.q_map,
-                    &q_full[qb], slab * 64, m0, head, batch, l2_evict_first_policy());
+                    &q_full[qb], slab * 64, tile.m0, tile.head, tile.batch, l2_evict_first_policy());
       ++q_round;
       // Key blocks in the order the consumers walk them (kForwardWalk).
-      for (int n = kForwardWalk ? range.begin : range.end - 1;
-           kForwardWalk ? n < range.end : n >= range.begin; n += kWalkStep) {
+      for (int n = kForwardWalk ? tile.range.begin : tile.range.end - 1;
+           kForwardWalk ? n < tile.range.end : n >= tile.range.begin; n += kWalkStep) {
         unsigned char* k_dst = sK + stage * Tiles::kTileBytesKV;
         unsigned char* v_dst = sV + stage * Tiles::kTileBytesKV;
         mbar_wait(&k_empty[stage], phase ^ 1);
         mbar_arrive_expect_tx(&k_full[stage], Tiles::kTileBytesKV);
         for (int slab = 0; slab < Tiles::kSlabs; ++slab)
           tma_load_4d(k_dst + slab * Tiles::kSlabBytesKV, &hp.mainloop.k_map, &k_full[stage], slab * 64,
-                      n * BN, kv_head, batch, kv_policy());
+                      n * BN, tile.kv_head, tile.batch, kv_policy());
         mbar_wait(&v_empty[stage], phase ^ 1);
         mbar_arrive_expect_tx(&v_full[stage], Tiles::kTileBytesKV);
         for (int slab = 0; slab < Tiles::kSlabs; ++slab)
           tma_load_4d(v_dst + slab * Tiles::kSlabBytesKV, &hp.mainloop.v_map, &v_full[stage], slab * 64,
-                      n * BN, kv_head, batch, kv_policy());
+                      n * BN, tile.kv_head, tile.batch, kv_policy());
         if (++stage == kStages) stage = 0, phase ^= 1;
       }
     };
@@ -259,26 +168,22 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       // Each tile drawn goes to the consumers through the tile ring (end_slot marks the end).
       // The next one is drawn once this one's loads are issued: the consumers then still have
       // the ring's blocks of it to compute, under which the counter's round trip runs.
-      int tile = blockIdx.x;
+      int drawn = blockIdx.x;
       for (uint32_t n = 0;; ++n) {
         const int r = ring_slot<Tiles::kTileRing>(n);
         mbar_wait(&tile_empty[r], ring_parity<Tiles::kTileRing>(n) ^ 1);
-        tile_ring[r] = tile < end_slot ? tile : end_slot;
+        tile_ring[r] = drawn < end_slot ? drawn : end_slot;
         mbar_arrive(&tile_full[r]);
-        if (tile >= end_slot) break;
-        locate_tile(tile);
-        if (range.begin < range.end) produce();
-        tile = gridDim.x + atomicAdd(sp.tile_counter, 1);
+        if (drawn >= end_slot) break;
+        tile = scheduler.tile_of(drawn);
+        if (tile.has_work()) produce();
+        drawn = scheduler.draw_from_counter();
       }
       return;
     }
     for (int slot = first_slot; slot < end_slot; slot += slot_stride) {
-      if constexpr (TailPass) {
-        locate_piece(slot);
-      } else {
-        locate(slot);
-      }
-      if (range.begin < range.end) produce();  // the consumers skip empty tiles too
+      tile = scheduler.static_work(slot);
+      if (tile.has_work()) produce();  // the consumers skip empty tiles too
     }
     return;
   }
@@ -328,7 +233,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   auto release = [&](uint64_t* empty) { warp_release(empty, lane); };
   // Scores of key block n as the softmax reads them (mask.cuh). Rotating consumers know their
   // slice's first row; the ping-pong kernels keep the tile's.
-  auto prepare_scores = [&](int n) { mask.apply(s, n, kRotate ? row0 - slice_row : m0, row0); };
+  auto prepare_scores = [&](int n) { mask.apply(s, n, kRotate ? row0 - slice_row : tile.m0, row0); };
   auto softmax_with_max = [&](bool at_running_max = false) {
     return softmax.with_max(s, at_running_max);
   };
@@ -369,7 +274,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // Starts the located tile: this thread's rows, fresh softmax statistics, its Q buffer landed.
   auto begin_tile = [&]() {
     const int slice = next_slice();
-    row0 = m0 + row_in_tile(slice);
+    row0 = tile.m0 + row_in_tile(slice);
     softmax.reset();
     qb = ring_slot<Tiles::kQStages>(q_round);
     q_addr = smem_u32(sQ) + qb * Tiles::kTileBytesQ + slice * 64 * 128;
@@ -377,7 +282,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     ++q_round;
   };
   auto finished_rows = [&](int slot) {
-    return FinishedRows{m0,    row0,  batch, head, split, {softmax.row_max[0], softmax.row_max[1]},
+    return FinishedRows{tile.m0,    row0,  tile.batch, tile.head, tile.split, {softmax.row_max[0], softmax.row_max[1]},
                         {softmax.row_sum[0], softmax.row_sum[1]}, slot};
   };
   const FwdEpilogue<Kt> epilogue(hp, sO, ConsumerThread(warpgroup, lane), scale_log2);
@@ -402,15 +307,15 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     if (dynamic_walk) slot = draw_tile();
     for (; slot < end_slot; slot = dynamic_walk ? draw_tile() : slot + slot_stride) {
       if constexpr (TailPass) {
-        locate_piece(slot);
+        tile = scheduler.piece_tile(slot);
       } else if (dynamic_walk) {
-        locate_tile(slot);
+        tile = scheduler.tile_of(slot);
       } else {
-        locate(slot);
+        tile = scheduler.static_tile(slot);
       }
-      if (range.begin < range.end) break;
+      if (tile.has_work()) break;
       if (TailPass) continue;
-      write_rows(FinishedRows{m0, m0 + row_in_tile(next_slice()), batch, head, split,
+      write_rows(FinishedRows{tile.m0, tile.m0 + row_in_tile(next_slice()), tile.batch, tile.head, tile.split,
                               {-INFINITY, -INFINITY},
                               {0.f, 0.f}, slot},
                  true);
@@ -425,7 +330,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   // walked): free them.
   auto free_scored_operands = [&](int n) {
     release(&k_empty[stage]);
-    if (n == (kForwardWalk ? range.end - 1 : range.begin)) release(&q_empty[qb]);
+    if (n == (kForwardWalk ? tile.range.end - 1 : tile.range.begin)) release(&q_empty[qb]);
   };
   // Once S of key block n (in `stage`) has landed: free its K (and Q after the tile's last
   // block walked).
@@ -450,23 +355,23 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       // (frees each once it has landed) without computing on them.
       // (Read through a shuffle, so the compiler sees a bound the same in every lane of the warp
       // and keeps the loops free of divergence handling: measured 4-10% slower without.)
-      const int first_row = kRotate ? row0 - slice_row : m0 + consumer * 64;
+      const int first_row = kRotate ? row0 - slice_row : tile.m0 + consumer * 64;
       const int visible_end = __shfl_sync(
           0xffffffffu,
           first_row >= p.sq
-              ? range.begin
-              : max(range.begin, min(range.end, visible_key_blocks(min(first_row + 64, p.sq),
+              ? tile.range.begin
+              : max(tile.range.begin, min(tile.range.end, visible_key_blocks(min(first_row + 64, p.sq),
                                                                    p.sq, p.sk, BN, Causal))),
           0);
-      for (int n = range.end - 1; n >= visible_end; --n) {
+      for (int n = tile.range.end - 1; n >= visible_end; --n) {
         mbar_wait(&k_full[stage], phase);
         release(&k_empty[stage]);
-        if (n == range.begin) release(&q_empty[qb]);
+        if (n == tile.range.begin) release(&q_empty[qb]);
         mbar_wait(&v_full[stage], phase);
         release(&v_empty[stage]);
         advance();
       }
-      for (int n = visible_end - 1; n >= range.begin; --n) {
+      for (int n = visible_end - 1; n >= tile.range.begin; --n) {
         mbar_wait(&k_full[stage], phase);
         wgmma_fence();
         issue_qk(stage);
@@ -546,7 +451,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       issue_qk(stage);
       pass_turn();
       wgmma_wait<0>();
-      block_scored(kForwardWalk ? range.begin : range.end - 1);  // the tile's first block
+      block_scored(kForwardWalk ? tile.range.begin : tile.range.end - 1);  // the tile's first block
       zero_o();
       pack_p<Elem, BN>(s, pa);
     };
@@ -555,8 +460,8 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     while (slot < end_slot) {
       // Each further block overlaps its S = Q K^T and softmax with the previous block's
       // O += P V on the tensor cores; O is rescaled once that P V has landed.
-      for (int n = kForwardWalk ? range.begin + 1 : range.end - 2;
-           kForwardWalk ? n < range.end : n >= range.begin; n += kWalkStep) {
+      for (int n = kForwardWalk ? tile.range.begin + 1 : tile.range.end - 2;
+           kForwardWalk ? n < tile.range.end : n >= tile.range.begin; n += kWalkStep) {
         const int prev_stage = stage;
         const uint32_t prev_phase = phase;
         advance();
@@ -595,7 +500,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
       if (kCarry && hp.mainloop.carry && slot < end_slot) {
         begin_tile();
         issue_s_with_pv(last_stage, last_phase);
-        block_scored(kForwardWalk ? range.begin : range.end - 1);
+        block_scored(kForwardWalk ? tile.range.begin : tile.range.end - 1);
         pv_landed(last_stage);
         write_rows(done, false);
         zero_o();
