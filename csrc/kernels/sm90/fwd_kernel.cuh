@@ -49,6 +49,7 @@
 #include "kernels/sm90/epilogue.cuh"
 #include "kernels/sm90/hopper_primitives.cuh"
 #include "kernels/sm90/kernel_traits.cuh"
+#include "kernels/sm90/mainloop_load.cuh"
 #include "kernels/sm90/mask.cuh"
 #include "kernels/sm90/named_barriers.h"
 #include "kernels/sm90/softmax.cuh"
@@ -69,7 +70,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
 #if FS_HAS_WGMMA
   using Kt = FwdKernelTraits<Elem, D, Causal, Split, Tiles, TailPass>;
   constexpr int BN = Tiles::kBlockN, kStages = Tiles::kStages;
-  constexpr bool kCarry = Kt::kCarry, kGroupedWalk = Kt::kGroupedWalk;
+  constexpr bool kCarry = Kt::kCarry;
   constexpr bool kForwardWalk = Kt::kForwardWalk, kRotate = Kt::kRotate;
   constexpr int kWalkStep = Kt::kWalkStep;
   constexpr bool kRecomputeScores = Kt::kRecomputeScores;
@@ -106,85 +107,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   init_barriers<Kt>(smem);
 
   if (warpgroup == 0) {
-    // ---------------- Producer: one thread streams each tile's Q, then (K, V) per key block.
-    // Blocks without a tile in a part-full last round start later (hopper_staggered_block in
-    // core/hopper_tiles.h); the consumers wait for their registers and this tile's Q meanwhile.
-    // Not in the grouped walk, whose persistent launches draw their tiles from a counter: there
-    // no block knows its tile count (and the split 192-row d=128 kernel spilled with it).
-    if constexpr (!TailPass && !kGroupedWalk) {
-      if (hopper_staggered_block(end_slot, gridDim.x, blockIdx.x))
-        sleep_at_least_ns(kHopperStaggerNs);
-    }
-    release_registers<Tiles::kProducerRegs>();
-    if (threadIdx.x != 0) return;
-    prefetch_tensor_map(&hp.mainloop.q_map);
-    prefetch_tensor_map(&hp.mainloop.k_map);
-    prefetch_tensor_map(&hp.mainloop.v_map);
-    // L2 priorities: a tile's Q is read by its block only, a key block's K and V by every
-    // query tile of the head (and the GQA group) that runs meanwhile, so Q leaves L2 first and
-    // K and V last (where only one tile reads them, as in decode without GQA, at the normal
-    // priority); the output (direct epilogue) is written once and leaves first too. Measured
-    // +0.5-1.3% at d=128 512-2048 rows, where the calls read HBM hardest; O alone first was
-    // 0.5-1% slower with the mask (benchmarks/NOTES.md step 46). The policies are made at each
-    // copy (one instruction) rather than kept: the producer has 32 registers, and with two
-    // 64-bit policies held the causal 192-row split kernels spilled.
-    const bool kv_shared = scheduler.m_blocks > 1 || p.h != p.hk;
-    auto kv_policy = [&]() {
-      return kv_shared ? l2_evict_last_policy() : l2_evict_normal_policy();
-    };
-    int stage = 0;
-    uint32_t phase = 0;
-    uint32_t q_round = 0;  // tiles with work so far: picks the Q buffer and its barriers' parity
-    // The located tile's Q, then its K and V per key block.
-    auto produce = [&]() {
-      // Q buffer q_round % kQStages, used for the (q_round / kQStages)-th time: wait until the
-      // tile that last used it has done its last S = Q K^T.
-      const int qb = ring_slot<Tiles::kQStages>(q_round);
-      mbar_wait(&q_empty[qb], ring_parity<Tiles::kQStages>(q_round) ^ 1);
-      mbar_arrive_expect_tx(&q_full[qb], Tiles::kTileBytesQ);
-      for (int slab = 0; slab < Tiles::kSlabs; ++slab)
-        tma_load_4d(sQ + qb * Tiles::kTileBytesQ + slab * Tiles::kSlabBytesQ, &hp.mainloop.q_map,
-                    &q_full[qb], slab * 64, tile.m0, tile.head, tile.batch, l2_evict_first_policy());
-      ++q_round;
-      // Key blocks in the order the consumers walk them (kForwardWalk).
-      for (int n = kForwardWalk ? tile.range.begin : tile.range.end - 1;
-           kForwardWalk ? n < tile.range.end : n >= tile.range.begin; n += kWalkStep) {
-        unsigned char* k_dst = sK + stage * Tiles::kTileBytesKV;
-        unsigned char* v_dst = sV + stage * Tiles::kTileBytesKV;
-        mbar_wait(&k_empty[stage], phase ^ 1);
-        mbar_arrive_expect_tx(&k_full[stage], Tiles::kTileBytesKV);
-        for (int slab = 0; slab < Tiles::kSlabs; ++slab)
-          tma_load_4d(k_dst + slab * Tiles::kSlabBytesKV, &hp.mainloop.k_map, &k_full[stage], slab * 64,
-                      n * BN, tile.kv_head, tile.batch, kv_policy());
-        mbar_wait(&v_empty[stage], phase ^ 1);
-        mbar_arrive_expect_tx(&v_full[stage], Tiles::kTileBytesKV);
-        for (int slab = 0; slab < Tiles::kSlabs; ++slab)
-          tma_load_4d(v_dst + slab * Tiles::kSlabBytesKV, &hp.mainloop.v_map, &v_full[stage], slab * 64,
-                      n * BN, tile.kv_head, tile.batch, kv_policy());
-        if (++stage == kStages) stage = 0, phase ^= 1;
-      }
-    };
-    if (dynamic_walk) {
-      // Each tile drawn goes to the consumers through the tile ring (end_slot marks the end).
-      // The next one is drawn once this one's loads are issued: the consumers then still have
-      // the ring's blocks of it to compute, under which the counter's round trip runs.
-      int drawn = blockIdx.x;
-      for (uint32_t n = 0;; ++n) {
-        const int r = ring_slot<Tiles::kTileRing>(n);
-        mbar_wait(&tile_empty[r], ring_parity<Tiles::kTileRing>(n) ^ 1);
-        tile_ring[r] = drawn < end_slot ? drawn : end_slot;
-        mbar_arrive(&tile_full[r]);
-        if (drawn >= end_slot) break;
-        tile = scheduler.tile_of(drawn);
-        if (tile.has_work()) produce();
-        drawn = scheduler.draw_from_counter();
-      }
-      return;
-    }
-    for (int slot = first_slot; slot < end_slot; slot += slot_stride) {
-      tile = scheduler.static_work(slot);
-      if (tile.has_work()) produce();  // the consumers skip empty tiles too
-    }
+    run_producer<Kt>(hp, smem, scheduler);  // warpgroup 0: the TMA loads
     return;
   }
 
@@ -307,11 +230,11 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
     if (dynamic_walk) slot = draw_tile();
     for (; slot < end_slot; slot = dynamic_walk ? draw_tile() : slot + slot_stride) {
       if constexpr (TailPass) {
-        tile = scheduler.piece_tile(slot);
+        scheduler.locate_piece(slot, tile);
       } else if (dynamic_walk) {
-        tile = scheduler.tile_of(slot);
+        scheduler.locate(slot, tile);
       } else {
-        tile = scheduler.static_tile(slot);
+        scheduler.locate_static(slot, tile);
       }
       if (tile.has_work()) break;
       if (TailPass) continue;

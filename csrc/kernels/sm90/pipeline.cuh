@@ -13,6 +13,17 @@
 namespace flashsplit {
 namespace sm90 {
 
+// A position in the K/V ring of Stages stages: the stage, and the parity of its current use.
+// The producer and the consumers each keep one and advance it once per key block.
+template <int Stages>
+struct RingState {
+  uint32_t phase = 0;
+  int stage = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == Stages) stage = 0, phase ^= 1;
+  }
+};
+
 // Rings indexed by a count of uses (the Q buffers, by tiles with work; the tile ring, by tiles
 // drawn): the slot of the count-th use, and the parity of that use.
 template <int Slots>

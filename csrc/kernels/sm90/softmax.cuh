@@ -26,8 +26,8 @@ struct OnlineSoftmax {
   static constexpr float kMaxSlack = static_cast<float>(1 << static_cast<int>(kMaxSlackLog2));
 
   const float scale_log2;
-  float row_max[2];  // of the raw scores (sign-flipped if scale < 0)
   float row_sum[2];  // this thread's partial; quad-reduced at the end
+  float row_max[2];  // of the raw scores (sign-flipped if scale < 0)
   float rescale[2];  // what O is multiplied by (rescale_o) after with_max
 
   __device__ __forceinline__ explicit OnlineSoftmax(float softmax_scale)

@@ -72,6 +72,11 @@ struct TileScheduler {
 
   // Tile `tile` of the launch's order (the grouped order in kGroupedWalk, else head-major).
   __device__ __forceinline__ WorkTile tile_of(int tile) const {
+    WorkTile w;
+    locate(tile, w);
+    return w;
+  }
+  __device__ __forceinline__ void locate(int tile, WorkTile& w) const {
     int rest, x;
     if constexpr (Kt::kGroupedWalk) {
       const GroupedTile t = grouped_tile(tile, sp.groups);
@@ -81,7 +86,6 @@ struct TileScheduler {
       rest = sp.by_m_blocks.div(tile);
       x = sp.by_m_blocks.mod(tile, rest);
     }
-    WorkTile w;
     // Causal tiles late in the sequence do the most work: start them first.
     const int m_block = kCausal ? m_blocks - 1 - x : x;
     const int bh = sp.by_splits.div(rest);
@@ -94,17 +98,13 @@ struct TileScheduler {
     const int n_visible = visible_key_blocks(last_query + 1, p.sq, p.sk, kBlockN, kCausal);
     w.range = Kt::kSplit ? split_key_blocks(n_visible, p.num_splits, w.split)
                          : KeyBlockRange{0, n_visible};
-    return w;
   }
 
   // The tile of static walk slot `slot` (blockIdx.x + i * gridDim.x), in snake order: odd
   // rounds of gridDim.x slots run backwards, so a block that drew a long (causal) tile in one
   // round draws a short one in the next, and every block's total work evens out. The rounds
   // stay contiguous windows of the tile order, so tiles running together still share K/V in L2.
-  __device__ __forceinline__ WorkTile static_tile(int slot) const {
-    return tile_of(static_tile_index(slot));
-  }
-  __device__ __forceinline__ int static_tile_index(int slot) const {
+  __device__ __forceinline__ void locate_static(int slot, WorkTile& w) const {
     const int round = sp.by_grid.div(slot), within = sp.by_grid.mod(slot, round);
     // Rotated rounds: block j takes the round's tile (j + round) mod its tiles, so the short
     // last query tiles of heads spread over every block (a full round rotates over the grid,
@@ -120,7 +120,8 @@ struct TileScheduler {
           pos = within + sp.last_round_shift;
           if (pos >= sp.last_round_tiles) pos -= sp.last_round_tiles;
         }
-        return first + pos;
+        locate(first + pos, w);
+        return;
       }
     }
     // Causal ping-pong tiles: a part-full last round after a forward one runs backwards over
@@ -133,34 +134,33 @@ struct TileScheduler {
     if constexpr (kCausal && Kt::kOverlap) {
       const int first = round * gridDim.x;
       const int in_round = min(static_cast<int>(gridDim.x), total_tiles - first);
-      return (round & 1) ? first + in_round - 1 - within : slot;
+      locate((round & 1) ? first + in_round - 1 - within : slot, w);
+      return;
     }
     const bool backwards = (round & 1) && (round + 1) * gridDim.x <= total_tiles;
-    return backwards ? round * gridDim.x + gridDim.x - 1 - within : slot;
+    locate(backwards ? round * gridDim.x + gridDim.x - 1 - within : slot, w);
   }
 
   __device__ __forceinline__ TailPiece piece(int slot) const {
     return tail_piece_of_slot(sp.tail, slot);
   }
   // The tail tile of that piece with the piece's key blocks (no key blocks where it is empty).
-  __device__ __forceinline__ WorkTile piece_tile(int slot) const {
+  __device__ __forceinline__ void locate_piece(int slot, WorkTile& w) const {
     const TailPiece t = piece(slot);
     if (t.empty()) {
-      WorkTile none{};
-      none.range = KeyBlockRange{0, 0};
-      return none;
+      w.range = KeyBlockRange{0, 0};
+      return;
     }
-    WorkTile w = tile_of(sp.tail.main_tiles + t.tile);
+    locate(sp.tail.main_tiles + t.tile, w);
     w.range = KeyBlockRange{t.kb_begin, t.kb_end};
-    return w;
   }
 
   // The tile of static slot `slot`: of the rounds, or the tail kernel's piece.
-  __device__ __forceinline__ WorkTile static_work(int slot) const {
+  __device__ __forceinline__ void locate_static_work(int slot, WorkTile& w) const {
     if constexpr (Kt::kTailPass) {
-      return piece_tile(slot);
+      locate_piece(slot, w);
     } else {
-      return static_tile(slot);
+      locate_static(slot, w);
     }
   }
 
