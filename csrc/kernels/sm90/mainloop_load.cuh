@@ -86,7 +86,7 @@ struct FwdProducer {
   // The static walk: every slot of this block's share (the consumers skip empty tiles too).
   __device__ __forceinline__ void walk_static() {
     for (int slot = sched.first_slot; slot < sched.end_slot; slot += sched.slot_stride) {
-      sched.locate_static_work(slot, tile);
+      tile = sched.static_work(slot);
       if (tile.has_work()) load_tile(tile);
     }
   }
@@ -100,7 +100,7 @@ struct FwdProducer {
     for (;;) {
       handoff.publish(drawn < sched.end_slot ? drawn : sched.end_slot);
       if (drawn >= sched.end_slot) break;
-      sched.locate(drawn, tile);
+      tile = sched.tile_of(drawn);
       if (tile.has_work()) load_tile(tile);
       drawn = sched.draw_from_counter();
     }

@@ -77,19 +77,33 @@ struct SharedView {
   __device__ __forceinline__ unsigned char* k() const { return base + offsetof(Storage, k); }
   __device__ __forceinline__ unsigned char* v() const { return base + offsetof(Storage, v); }
   __device__ __forceinline__ unsigned char* o() const { return base + offsetof(Storage, o); }
-  __device__ __forceinline__ uint64_t* q_full() const { return at<uint64_t>(offsetof(Storage, q_full)); }
-  __device__ __forceinline__ uint64_t* q_empty() const { return at<uint64_t>(offsetof(Storage, q_empty)); }
-  __device__ __forceinline__ uint64_t* k_full() const { return at<uint64_t>(offsetof(Storage, k_full)); }
-  __device__ __forceinline__ uint64_t* v_full() const { return at<uint64_t>(offsetof(Storage, v_full)); }
-  __device__ __forceinline__ uint64_t* k_empty() const { return at<uint64_t>(offsetof(Storage, k_empty)); }
-  __device__ __forceinline__ uint64_t* v_empty() const { return at<uint64_t>(offsetof(Storage, v_empty)); }
+  __device__ __forceinline__ uint64_t* q_full() const {
+    return at<uint64_t>(offsetof(Storage, q_full));
+  }
+  __device__ __forceinline__ uint64_t* q_empty() const {
+    return at<uint64_t>(offsetof(Storage, q_empty));
+  }
+  __device__ __forceinline__ uint64_t* k_full() const {
+    return at<uint64_t>(offsetof(Storage, k_full));
+  }
+  __device__ __forceinline__ uint64_t* v_full() const {
+    return at<uint64_t>(offsetof(Storage, v_full));
+  }
+  __device__ __forceinline__ uint64_t* k_empty() const {
+    return at<uint64_t>(offsetof(Storage, k_empty));
+  }
+  __device__ __forceinline__ uint64_t* v_empty() const {
+    return at<uint64_t>(offsetof(Storage, v_empty));
+  }
   __device__ __forceinline__ uint64_t* tile_full() const {
     return at<uint64_t>(offsetof(Storage, tile_full));
   }
   __device__ __forceinline__ uint64_t* tile_empty() const {
     return at<uint64_t>(offsetof(Storage, tile_empty));
   }
-  __device__ __forceinline__ int* tile_ring() const { return at<int>(offsetof(Storage, tile_ring)); }
+  __device__ __forceinline__ int* tile_ring() const {
+    return at<int>(offsetof(Storage, tile_ring));
+  }
 };
 
 }  // namespace sm90

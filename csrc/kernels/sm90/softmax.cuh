@@ -143,7 +143,8 @@ struct OnlineSoftmax {
 // P in the register-A layout of the P V wgmma: two adjacent n8 score tiles are one m64k16 A
 // fragment.
 template <class Elem, int BlockN>
-__device__ __forceinline__ void pack_p(const float (&s)[BlockN / 2], uint32_t (&pa)[BlockN / 16][4]) {
+__device__ __forceinline__ void pack_p(const float (&s)[BlockN / 2],
+                                       uint32_t (&pa)[BlockN / 16][4]) {
 #pragma unroll
   for (int kk = 0; kk < BlockN / 16; ++kk) {
     pa[kk][0] = pack2<Elem>(s[8 * kk + 0], s[8 * kk + 1]);

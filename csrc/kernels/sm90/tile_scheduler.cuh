@@ -70,12 +70,51 @@ struct TileScheduler {
     dynamic = Kt::kGroupedWalk && sp.tile_counter != nullptr;
   }
 
-  // Tile `tile` of the launch's order (the grouped order in kGroupedWalk, else head-major).
+  // Tile `tile` of the launch's order (the grouped order in kGroupedWalk, else head-major):
+  // the dynamic walk's tiles, `tile` as drawn.
   __device__ __forceinline__ WorkTile tile_of(int tile) const {
     WorkTile w;
     locate(tile, w);
     return w;
   }
+  // The tile of static walk slot `slot` (blockIdx.x + i * gridDim.x), in snake order: odd
+  // rounds of gridDim.x slots run backwards, so a block that drew a long (causal) tile in one
+  // round draws a short one in the next, and every block's total work evens out. The rounds
+  // stay contiguous windows of the tile order, so tiles running together still share K/V in L2.
+  __device__ __forceinline__ WorkTile static_tile(int slot) const {
+    WorkTile w;
+    locate_static(slot, w);
+    return w;
+  }
+  // The tail kernel's slot: the tail tile of its piece with the piece's key blocks (no key
+  // blocks, and no tile, where the piece is empty).
+  __device__ __forceinline__ WorkTile piece_tile(int slot) const {
+    WorkTile w{};
+    locate_piece(slot, w);
+    return w;
+  }
+  // A slot of the producer's static walk: of the rounds, or the tail kernel's piece.
+  __device__ __forceinline__ WorkTile static_work(int slot) const {
+    if constexpr (Kt::kTailPass) {
+      return piece_tile(slot);
+    } else {
+      return static_tile(slot);
+    }
+  }
+  __device__ __forceinline__ TailPiece piece(int slot) const {
+    return tail_piece_of_slot(sp.tail, slot);
+  }
+  // The dynamic walk's next tile index, drawn by the producer once the current tile's loads are
+  // issued (the first gridDim.x tiles are the blocks' first, without a draw).
+  __device__ __forceinline__ int draw_from_counter() const {
+    return gridDim.x + atomicAdd(sp.tile_counter, 1);
+  }
+
+ private:
+  // The values above are located into a tile field by field, and the static walk locates its
+  // tile in each of its branches: so the compiler sees each field as the walk's own variable
+  // (located once from a merged index, or returned whole from each branch, ptxas laid the
+  // 192-row kernels out differently and some of their loops grew).
   __device__ __forceinline__ void locate(int tile, WorkTile& w) const {
     int rest, x;
     if constexpr (Kt::kGroupedWalk) {
@@ -100,10 +139,6 @@ struct TileScheduler {
                          : KeyBlockRange{0, n_visible};
   }
 
-  // The tile of static walk slot `slot` (blockIdx.x + i * gridDim.x), in snake order: odd
-  // rounds of gridDim.x slots run backwards, so a block that drew a long (causal) tile in one
-  // round draws a short one in the next, and every block's total work evens out. The rounds
-  // stay contiguous windows of the tile order, so tiles running together still share K/V in L2.
   __device__ __forceinline__ void locate_static(int slot, WorkTile& w) const {
     const int round = sp.by_grid.div(slot), within = sp.by_grid.mod(slot, round);
     // Rotated rounds: block j takes the round's tile (j + round) mod its tiles, so the short
@@ -141,10 +176,6 @@ struct TileScheduler {
     locate(backwards ? round * gridDim.x + gridDim.x - 1 - within : slot, w);
   }
 
-  __device__ __forceinline__ TailPiece piece(int slot) const {
-    return tail_piece_of_slot(sp.tail, slot);
-  }
-  // The tail tile of that piece with the piece's key blocks (no key blocks where it is empty).
   __device__ __forceinline__ void locate_piece(int slot, WorkTile& w) const {
     const TailPiece t = piece(slot);
     if (t.empty()) {
@@ -153,21 +184,6 @@ struct TileScheduler {
     }
     locate(sp.tail.main_tiles + t.tile, w);
     w.range = KeyBlockRange{t.kb_begin, t.kb_end};
-  }
-
-  // The tile of static slot `slot`: of the rounds, or the tail kernel's piece.
-  __device__ __forceinline__ void locate_static_work(int slot, WorkTile& w) const {
-    if constexpr (Kt::kTailPass) {
-      locate_piece(slot, w);
-    } else {
-      locate_static(slot, w);
-    }
-  }
-
-  // The dynamic walk's next tile index, drawn by the producer once the current tile's loads are
-  // issued (the first gridDim.x tiles are the blocks' first, without a draw).
-  __device__ __forceinline__ int draw_from_counter() const {
-    return gridDim.x + atomicAdd(sp.tile_counter, 1);
   }
 };
 
