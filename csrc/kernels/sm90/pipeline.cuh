@@ -14,7 +14,9 @@ namespace flashsplit {
 namespace sm90 {
 
 // A position in the K/V ring of Stages stages: the stage, and the parity of its current use.
-// The producer and the consumers each keep one and advance it once per key block.
+// The producer and the consumers each keep one and advance it once per key block. (The phase
+// is declared first: in that order ptxas compiled the producer's loads as it did when the two
+// were separate variables.)
 template <int Stages>
 struct RingState {
   uint32_t phase = 0;
