@@ -215,12 +215,13 @@ def test_tall_tiles_rotate_rounds_where_heads_end_short(request, dtype, case):
 
 
 # Causal 128-row ping-pong tiles at d=128 walk their key blocks first to last (the other
-# kernels last first; fwd_kernel.cuh, kForwardWalk), so the causal diagonal block comes last and
-# a tile's Q is freed after its last key block: more rows than keys (the first 400 rows see
-# none), more keys than rows (bottom-right alignment), a split call whose splits cut the
+# kernels last first; sm90/kernel_traits.cuh, kForwardWalk), so the causal diagonal block comes
+# last and a tile's Q is freed after its last key block: more rows than keys (the first 400 rows
+# see none), more keys than rows (bottom-right alignment), a split call whose splits cut the
 # diagonal's tiles, persistent tiles carrying S across tiles (512 rows, 4 blocks a tile), the
-# same with a part-full second round, which runs backwards over its 28 tiles (fwd_kernel.cuh,
-# locate), and one block per tile over 36 key blocks (not persistent: no carry).
+# same with a part-full second round, which runs backwards over its 28 tiles
+# (sm90/tile_scheduler.cuh, static_tile), and one block per tile over 36 key blocks (not
+# persistent: no carry).
 FORWARD_WALK_CASES = {"sq700-sk300": (8, 20, 700, 300, 1),
                       "sq300-sk700": (8, 20, 300, 700, 1),
                       "sq256-sk4500": (2, 20, 256, 4500, 1),

@@ -19,11 +19,16 @@ FS_HOST_DEVICE inline float softmax_scale_log2(float softmax_scale) {
   return fmaxf(fabsf(softmax_scale) * static_cast<float>(M_LOG2E), FLT_MIN);
 }
 
+// The exponent offset of a row whose running max is finite (the row has seen a key).
+FS_HOST_DEVICE inline float softmax_base_seen(float row_max, float scale_log2) {
+  return row_max * scale_log2;
+}
+
 // The exponent offset of a row whose running max is row_max. A row that has seen only masked
 // keys keeps max -inf; offsetting by 0 keeps its probabilities exp2(-inf) = 0 instead of
 // exp2(-inf - -inf) = NaN.
 FS_HOST_DEVICE inline float softmax_base(float row_max, float scale_log2) {
-  return row_max == -INFINITY ? 0.f : row_max * scale_log2;
+  return row_max == -INFINITY ? 0.f : softmax_base_seen(row_max, scale_log2);
 }
 
 // The exponent of score s's probability, exp2 of which is the probability.

@@ -9,7 +9,7 @@
 // nb units: the end of one tile and/or the start of the next, i.e. at most two pieces. A tile
 // cut over several chunks has several pieces ("parts"); each writes its unnormalised partial
 // (O, row max, row sum) and the last to finish folds all of them, in part order, and writes
-// the output (kernels/sm90/fwd_kernel.cuh).
+// the output (kernels/sm90/epilogue.cuh).
 //
 // Only tiles of equal work (no causal mask) and unsplit calls (G = 1) take it. Header-only:
 // the planner sizes the workspace with it and the kernel walks the same chunks.

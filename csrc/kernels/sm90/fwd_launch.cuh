@@ -16,19 +16,19 @@ template <int D, class Tiles>
 HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
   HopperFwdParams hp{};
   hp.p = params;
-  hp.q_map = make_head_tile_map("q", params.q, params.elem, D, params.sq, params.h, params.b,
+  hp.mainloop.q_map = make_head_tile_map("q", params.q, params.elem, D, params.sq, params.h, params.b,
                                 params.q_row_stride, params.q_head_stride, params.q_batch_stride,
                                 Tiles::kBlockM);
-  hp.k_map = make_head_tile_map("k", params.k, params.elem, D, params.sk, params.hk, params.b,
+  hp.mainloop.k_map = make_head_tile_map("k", params.k, params.elem, D, params.sk, params.hk, params.b,
                                 params.k_row_stride, params.k_head_stride, params.k_batch_stride,
                                 Tiles::kBlockN);
-  hp.v_map = make_head_tile_map("v", params.v, params.elem, D, params.sk, params.hk, params.b,
+  hp.mainloop.v_map = make_head_tile_map("v", params.v, params.elem, D, params.sk, params.hk, params.b,
                                 params.v_row_stride, params.v_head_stride, params.v_batch_stride,
                                 Tiles::kBlockN);
   // G = 1 stores the output with TMA, 16 rows (one consumer warp) per box; splits write fp32
   // partials without a map.
   if (params.num_splits <= 1) {
-    hp.o_map = make_head_tile_map("out", params.out, params.elem, D, params.sq, params.h,
+    hp.epilogue.o_map = make_head_tile_map("out", params.out, params.elem, D, params.sq, params.h,
                                   params.b, params.o_row_stride, params.o_head_stride,
                                   params.o_batch_stride, 16);
   }
@@ -36,31 +36,32 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
 }
 
 // The plan's walk as kernel parameters: the grid's and the tile order's divisors, the tail
-// split (its workspace's counters cleared) and the tile counter (cleared).
+// split (its workspace's counters cleared) and the tile counter (cleared); and its carry.
 template <int D, class Tiles>
 void set_walk(HopperFwdParams& hp, const LaunchPlan& plan, gpuStream_t stream) {
   const AttnFwdParams& p = hp.p;
+  SchedulerParams& sp = hp.scheduler;
   const int m_blocks = ceil_div(p.sq, Tiles::kBlockM);
   const long long tiles = static_cast<long long>(m_blocks) * p.num_splits * p.b * p.h;
   const long long main_tiles = plan.tail.active() ? plan.tail.main_tiles : tiles;
   const int blocks = static_cast<int>(plan.forward_grid.x);
-  hp.by_grid = FastDivmod(blocks);
-  hp.by_m_blocks = FastDivmod(m_blocks);
-  hp.by_splits = FastDivmod(p.num_splits);
-  hp.by_heads = FastDivmod(p.h);
-  hp.by_group = FastDivmod(p.h / p.hk);
-  hp.carry = plan.carry;
-  hp.rotate_rounds = plan.rotate_rounds;
-  hp.last_round_tiles = static_cast<int>(main_tiles % blocks);
-  if (hp.last_round_tiles > 0) {
-    hp.last_round_shift = static_cast<int>(main_tiles / blocks % hp.last_round_tiles);
+  sp.by_grid = FastDivmod(blocks);
+  sp.by_m_blocks = FastDivmod(m_blocks);
+  sp.by_splits = FastDivmod(p.num_splits);
+  sp.by_heads = FastDivmod(p.h);
+  sp.by_group = FastDivmod(p.h / p.hk);
+  hp.mainloop.carry = plan.carry;
+  sp.rotate_rounds = plan.rotate_rounds;
+  sp.last_round_tiles = static_cast<int>(main_tiles % blocks);
+  if (sp.last_round_tiles > 0) {
+    sp.last_round_shift = static_cast<int>(main_tiles / blocks % sp.last_round_tiles);
   }
-  hp.groups = make_tile_groups(p.num_splits * p.b * p.h, m_blocks, plan.tile_group);
+  sp.groups = make_tile_groups(p.num_splits * p.b * p.h, m_blocks, plan.tile_group);
   if (plan.tile_counter) {
     if (p.tile_counter == nullptr) {
       throw std::runtime_error("flashsplit: the plan draws tiles from a counter; none was given");
     }
-    hp.tile_counter = p.tile_counter;
+    sp.tile_counter = p.tile_counter;
     FS_GPU_CHECK(gpuMemsetAsync(p.tile_counter, 0, sizeof(int), stream));
   }
   if (plan.tail.active()) {
@@ -69,9 +70,9 @@ void set_walk(HopperFwdParams& hp, const LaunchPlan& plan, gpuStream_t stream) {
       throw std::runtime_error("flashsplit: the tail split needs " + std::to_string(needed) +
                                " bytes of tail_ws, got " + std::to_string(p.tail_ws_bytes));
     }
-    hp.tail = plan.tail;
-    hp.tail_ws = static_cast<float*>(p.tail_ws);
-    // The pieces count their arrivals from zero (fwd_kernel.cuh, settle_tail_piece).
+    sp.tail = plan.tail;
+    hp.epilogue.tail_ws = static_cast<float*>(p.tail_ws);
+    // The pieces count their arrivals from zero (epilogue.cuh, settle_tail_piece).
     const long long counters = tail_counters_offset_bytes(plan.tail, Tiles::kBlockM, D);
     FS_GPU_CHECK(gpuMemsetAsync(static_cast<unsigned char*>(p.tail_ws) + counters, 0,
                                 needed - static_cast<size_t>(counters), stream));
@@ -83,21 +84,22 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
                     LaunchRecord* record) {
   HopperFwdParams hp = make_hopper_params<D, Tiles>(params);
   set_walk<D, Tiles>(hp, plan, stream);
+  constexpr int kSmemBytes = shared_storage_bytes<Tiles>();
   auto kernel = hopper_fwd_kernel<Elem, D, Causal, Split, Tiles>;
   FS_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
-                                   Tiles::kSmemBytes));
+                                   kSmemBytes));
   const unsigned blocks = static_cast<unsigned>(plan.forward_grid.x);
-  kernel<<<blocks, Tiles::kThreads, Tiles::kSmemBytes, stream>>>(hp);
+  kernel<<<blocks, Tiles::kThreads, kSmemBytes, stream>>>(hp);
   FS_LAUNCH_CHECK("hopper_fwd_kernel launch");
   if constexpr (tail_split_applies(Causal, Split, Tiles::kBlockN)) {
-    if (hp.tail.active()) {
+    if (hp.scheduler.tail.active()) {
       // The pieces, one block per chunk, each starting as an SM leaves the main kernel.
       auto tail_kernel = hopper_fwd_kernel<Elem, D, false, false, Tiles, true>;
       FS_GPU_CHECK(gpuFuncSetAttribute(tail_kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
-                                       Tiles::kSmemBytes));
+                                       kSmemBytes));
       launch_after_prior_grid(plan.dependent_launch, tail_kernel,
                               dim3(static_cast<unsigned>(plan.tail_grid.x)),
-                              dim3(Tiles::kThreads), Tiles::kSmemBytes, stream, hp);
+                              dim3(Tiles::kThreads), kSmemBytes, stream, hp);
       if (record != nullptr) record->tail_grid = LaunchGrid{plan.tail_grid.x, 1, 1};
     }
   } else if (plan.tail.active()) {
@@ -107,12 +109,12 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
     record->block_m = Tiles::kBlockM;
     record->block_n = Tiles::kBlockN;
     record->forward_grid = LaunchGrid{blocks, 1, 1};
-    record->carry = Tiles::kCarry && hp.carry;
-    record->rotate_rounds = hp.rotate_rounds;
-    record->tile_counter = hp.tile_counter != nullptr;
-    record->tile_group = hp.groups.by_group_units.divisor();
-    record->tail_tiles = hp.tail.tail_tiles;
-    record->tail_parts = hp.tail.max_parts;
+    record->carry = Tiles::kCarry && hp.mainloop.carry;
+    record->rotate_rounds = hp.scheduler.rotate_rounds;
+    record->tile_counter = hp.scheduler.tile_counter != nullptr;
+    record->tile_group = hp.scheduler.groups.by_group_units.divisor();
+    record->tail_tiles = hp.scheduler.tail.tail_tiles;
+    record->tail_parts = hp.scheduler.tail.max_parts;
   }
 }
 

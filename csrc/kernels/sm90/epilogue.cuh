@@ -1,0 +1,248 @@
+// The Hopper forward's epilogues: normalise a consumer's finished rows, then write either
+//   - the output (direct, G = 1): each warp stages its 16 rows in shared memory by stmatrix and
+//     stores them with TMA, so the consumer goes on to its next tile instead of issuing D/4
+//     narrow global stores per row;
+//   - or this split's fp32 partial and LSE_g (G >= 2), as the portable kernel writes them
+//     (write_output_row in kernels/fwd_common.cuh), so the combine kernel is shared;
+//   - in the tail kernel, a piece of a tile cut into parts writes its unnormalised partial, and
+//     the last part to finish folds every part's (fold_rescale, core/combine_math.h) and writes
+//     the output directly.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+
+#include "core/combine_math.h"
+#include "core/tail_split.h"
+#include "kernels/fwd_common.cuh"
+#include "kernels/sm90/fwd_params.cuh"
+#include "kernels/sm90/hopper_primitives.cuh"
+#include "kernels/sm90/kernel_traits.cuh"
+#include "kernels/sm90/tile_scheduler.cuh"
+
+namespace flashsplit {
+namespace sm90 {
+
+// What a tile's epilogue needs, kept apart from the walk's state: with overlap, the next tile's
+// first block is already under way when the epilogue runs.
+struct FinishedRows {
+  int m0, row0, batch, head, split;  // row0: this thread's rows are row0 and row0 + 8
+  float row_max[2], row_sum[2];
+  int slot;  // the tail kernel's piece (tail_piece_of_slot)
+};
+
+template <class Kt>
+struct FwdEpilogue {
+  using Elem = typename Kt::Elem;
+  using Tiles = typename Kt::Tiles;
+  static constexpr int kHeadDim = Kt::kHeadDim;
+
+  const AttnFwdParams& p;
+  const EpilogueParams& ep;
+  const TailSplit& tail;
+  const ConsumerThread th;
+  const float scale_log2;
+  // Direct epilogue: this consumer's staging slabs and this warp's rows in each slab. Each warp
+  // stages and stores its own 16 rows (lane 0 issues the TMA stores; a bulk group is per
+  // thread, so it also waits for them), so only the warp synchronises, not the warpgroup (two
+  // named barriers per tile fewer).
+  unsigned char* const sO_rows;
+  const uint32_t warp_rows;
+
+  __device__ __forceinline__ FwdEpilogue(const HopperFwdParams& hp, unsigned char* staging,
+                                         const ConsumerThread& thread, float scale_log2_)
+      : p(hp.p),
+        ep(hp.epilogue),
+        tail(hp.scheduler.tail),
+        th(thread),
+        scale_log2(scale_log2_),
+        sO_rows(staging + thread.consumer * Tiles::kSlabs * Tiles::kSlabBytesO),
+        warp_rows(thread.warp_in_group * 16 * 128) {}
+
+  // Normalises O (this thread's o registers) and writes the rows. Rows of a tile with no key
+  // block to visit (causal rows before the first key, an empty split) are written as
+  // seen-no-key: 0 and lse -inf, without reading O (it may hold another tile).
+  __device__ __forceinline__ void write(const FinishedRows& f, bool no_keys,
+                                        float (&o)[kHeadDim / 2]) const {
+    if constexpr (Kt::kSplit) {
+      write_partial(f, no_keys, o);
+    } else {
+      float fin_max[2] = {f.row_max[0], f.row_max[1]}, fin_sum[2] = {f.row_sum[0], f.row_sum[1]};
+      if constexpr (Kt::kTailPass) {
+        const TailPiece piece = tail_piece_of_slot(tail, f.slot);
+        if (piece.parts > 1 && !settle_tail_piece(piece, o, fin_max, fin_sum)) return;
+      }
+      write_direct(f, no_keys, o, fin_max, fin_sum);
+    }
+  }
+
+  // G >= 2: this split's fp32 partial and LSE_g, row by row.
+  __device__ __forceinline__ void write_partial(const FinishedRows& f, bool no_keys,
+                                                const float (&o)[kHeadDim / 2]) const {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float sum = no_keys ? 0.f : quad_sum(f.row_sum[r]);
+      const int query = f.row0 + 8 * r;
+      if (query >= p.sq) continue;  // a padding row of the last tile
+      write_output_row<Elem, kHeadDim, Kt::kSplit>(
+          p, f.batch, f.head, query, f.split, f.row_max[r], scale_log2, sum, th.quad_col,
+          [&](int j) {
+            return no_keys ? make_float2(0.f, 0.f)
+                           : make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]);
+          });
+    }
+  }
+
+  // G = 1: lse, then the warp's 16 rows staged and stored with TMA.
+  __device__ __forceinline__ void write_direct(const FinishedRows& f, bool no_keys,
+                                               const float (&o)[kHeadDim / 2],
+                                               const float (&fin_max)[2],
+                                               const float (&fin_sum)[2]) const {
+    // The warp's previous store must have read its staging rows before they are rewritten.
+    if (th.lane == 0) bulk_wait_group_read<0>();
+    __syncwarp();
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float sum = no_keys ? 0.f : quad_sum(fin_sum[r]);
+      const FinishedRowScale scale =
+          finished_row_scale<Tiles::kApproxRowScale>(fin_max[r], scale_log2, sum);
+      inv[r] = scale.inv;
+      const int query = f.row0 + 8 * r;
+      if (th.quad_col == 0 && query < p.sq)
+        p.lse[(static_cast<int64_t>(f.batch) * p.h + f.head) * p.sq + query] = scale.lse;
+    }
+    stage_rows(no_keys, o, inv);
+    fence_proxy_async_shared();
+    __syncwarp();
+    if (th.lane == 0) {
+      // Rows at or past sq lie outside the map and are not written.
+      const uint64_t o_policy = l2_evict_first_policy();
+      for (int slab = 0; slab < Tiles::kSlabs; ++slab)
+        tma_store_4d(&ep.o_map, sO_rows + slab * Tiles::kSlabBytesO + warp_rows, slab * 64,
+                     Kt::kRotate ? f.row0 - th.quad_row
+                                 : f.m0 + th.consumer * 64 + th.warp_in_group * 16,
+                     f.head, f.batch, o_policy);
+      bulk_commit_group();
+    }
+  }
+
+  // The warp's 16 rows of O * inv into its staging rows by stmatrix, four 8x8 matrices a time:
+  // rows 0-7 and 8-15 of column blocks j and j + 1 (8 columns each; registers 4j + 2r (+1) hold
+  // row r * 8 + lane / 4 of block j). Lane l gives the address of row l % 8 (+ 8 for the odd
+  // matrices) of its matrix: in the slab of 64 columns, 16-byte chunk (block % 8) XOR row % 8
+  // (the 128-byte swizzle). One store and one address per four registers instead of one each.
+  __device__ __forceinline__ void stage_rows(bool no_keys, const float (&o)[kHeadDim / 2],
+                                             const float (&inv)[2]) const {
+    const int matrix = th.lane / 8;
+    const int row = th.warp_in_group * 16 + th.lane % 8 + 8 * (matrix % 2);
+    const uint32_t row_base = smem_u32(sO_rows) + row * 128;
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; j += 2) {
+      uint32_t packed[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int block = j + m / 2, r = m % 2;
+        packed[m] = no_keys ? 0u
+                            : pack2<Elem>(o[4 * block + 2 * r] * inv[r],
+                                          o[4 * block + 2 * r + 1] * inv[r]);
+      }
+      const int block = j + matrix / 2;
+      stmatrix_x4(row_base + (block / 8) * Tiles::kSlabBytesO + (((block % 8) ^ (row % 8)) << 4),
+                  packed[0], packed[1], packed[2], packed[3]);
+    }
+  }
+
+  // The tail workspace's record of part k of piece f's tile, for this warp: 32 lanes x (D/2 O
+  // values + row max and row sum of the lane's two rows), lane-interleaved float4s.
+  __device__ __forceinline__ float4* tail_record(const TailPiece& f, int k) const {
+    constexpr int kWarps = Tiles::kConsumers * 4;
+    constexpr int kRecord = static_cast<int>(tail_record_floats(kHeadDim) / 4);  // float4s
+    const int warp = th.consumer * 4 + (threadIdx.x / 32) % 4;
+    float4* const records = reinterpret_cast<float4*>(ep.tail_ws);
+    return records +
+           ((static_cast<long long>(f.tile) * tail.max_parts + k) * kWarps + warp) *
+               kRecord;
+  }
+
+  // A piece of a tail tile cut into parts (core/tail_split.h), per consumer warp: write this
+  // warp's unnormalised partial (its O registers, row maxima and partial row sums, L2 only),
+  // then count its arrival (counters cleared before the launch); the last of the tile's parts
+  // to arrive folds all the partials into its O and statistics and writes the output (returns
+  // true); the others are done (false). (A compare-and-swap loop here, to tag counts by launch
+  // instead of clearing them, made ptxas serialize the 192-row d=128 kernel's wgmma for
+  // registers.)
+  __device__ __forceinline__ bool settle_tail_piece(const TailPiece& f, float (&o)[kHeadDim / 2],
+                                                    float (&m)[2], float (&l)[2]) const {
+    constexpr int kWarps = Tiles::kConsumers * 4;
+    const int warp = th.consumer * 4 + (threadIdx.x / 32) % 4;
+    float4* const mine = tail_record(f, f.part);
+#pragma unroll
+    for (int i = 0; i < kHeadDim / 8; ++i)
+      __stcg(mine + i * 32 + th.lane,
+             make_float4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]));
+    __stcg(mine + (kHeadDim / 8) * 32 + th.lane, make_float4(m[0], m[1], l[0], l[1]));
+    __threadfence();
+    __syncwarp();
+    unsigned int* const counter =
+        reinterpret_cast<unsigned int*>(
+            reinterpret_cast<unsigned char*>(ep.tail_ws) +
+            tail_counters_offset_bytes(tail, Tiles::kBlockM, kHeadDim)) +
+        static_cast<long long>(f.tile) * kWarps + warp;
+    int last = 0;
+    if (th.lane == 0) last = atomicAdd(counter, 1u) + 1 == static_cast<unsigned int>(f.parts);
+    if (!__shfl_sync(0xffffffffu, last, 0)) return false;
+    __threadfence();
+    fold_tail_parts(f, o, m, l);
+    return true;
+  }
+
+  // Folds every part's record, this warp's own included, in part order into O and the row
+  // sums: the sum's order, and so the output's bits, do not depend on which part came last. A
+  // part's weight is fold_rescale's factor from its row max to the tile's (0 for a part whose
+  // row saw no key, max -inf).
+  __device__ __forceinline__ void fold_tail_parts(const TailPiece& f, float (&o)[kHeadDim / 2],
+                                                  float (&m)[2], float (&l)[2]) const {
+    const auto exp = [&](float x) { return exp2f(x * scale_log2); };
+    float new_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll 1
+    for (int k = 0; k < f.parts; ++k) {
+      const float4 stats = __ldcg(tail_record(f, k) + (kHeadDim / 8) * 32 + th.lane);
+      new_max[0] = fmaxf(new_max[0], stats.x);
+      new_max[1] = fmaxf(new_max[1], stats.y);
+    }
+#pragma unroll
+    for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.f;
+    l[0] = l[1] = 0.f;
+#pragma unroll 1
+    for (int k = 0; k < f.parts; ++k) {
+      const float4* const part_record = tail_record(f, k);
+      const float4 stats = __ldcg(part_record + (kHeadDim / 8) * 32 + th.lane);
+      const float take0 = fold_rescale(stats.x, new_max[0], exp);
+      const float take1 = fold_rescale(stats.y, new_max[1], exp);
+      l[0] = fmaf(stats.z, take0, l[0]);
+      l[1] = fmaf(stats.w, take1, l[1]);
+#pragma unroll
+      for (int i = 0; i < kHeadDim / 8; ++i) {
+        const float4 v = __ldcg(part_record + i * 32 + th.lane);
+        o[4 * i + 0] = fmaf(v.x, take0, o[4 * i + 0]);
+        o[4 * i + 1] = fmaf(v.y, take0, o[4 * i + 1]);
+        o[4 * i + 2] = fmaf(v.z, take1, o[4 * i + 2]);
+        o[4 * i + 3] = fmaf(v.w, take1, o[4 * i + 3]);
+      }
+    }
+    m[0] = new_max[0];
+    m[1] = new_max[1];
+  }
+
+  // The staging slabs must outlive the last TMA store's reads of them.
+  __device__ __forceinline__ void finish() const {
+    if constexpr (!Kt::kSplit) {
+      if (th.lane == 0) bulk_wait_group<0>();
+    }
+  }
+};
+
+}  // namespace sm90
+}  // namespace flashsplit

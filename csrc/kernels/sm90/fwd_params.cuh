@@ -1,0 +1,63 @@
+// What the Hopper forward kernel receives, as one __grid_constant__ parameter (so TMA can read
+// the tensor maps from parameter space): the portable params plus one struct per part.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (the type only)
+
+#include "core/fast_divmod.h"
+#include "core/tail_split.h"
+#include "core/tile_order.h"
+#include "kernels/attn_params.h"
+
+namespace flashsplit {
+namespace sm90 {
+
+// The producer's loads and the consumers' MMA loops.
+struct MainloopParams {
+  CUtensorMap q_map;  // dims (d, sq, h, b), box (64, block_m, 1, 1)
+  CUtensorMap k_map;  // dims (d, sk, hk, b), box (64, block_n, 1, 1)
+  CUtensorMap v_map;
+  // Kernels with kCarry: whether this launch carries S across tiles (hopper_carry_across_tiles
+  // in core/hopper_tiles.h, by the mask and the key blocks its tiles walk).
+  bool carry = true;
+};
+
+// The epilogues' destinations beyond the portable params' (out and lse, or the partials).
+struct EpilogueParams {
+  CUtensorMap o_map;  // dims (d, sq, h, b), box (64, 16, 1, 1): one warp's rows; G = 1 only
+  // The tail split's workspace (core/tail_split.h): the pieces' partials and arrival counters.
+  float* tail_ws = nullptr;
+};
+
+// The tile walk (tile_scheduler.cuh).
+struct SchedulerParams {
+  // The walk's divisors (the grid, query tiles per head, splits, heads, the GQA group), made on
+  // the host: multiply-shift instead of six division sequences per tile (measured: the walk
+  // took 4-8.5% of a consumer's time at s = 512).
+  FastDivmod by_grid{1}, by_m_blocks{1}, by_splits{1}, by_heads{1}, by_group{1};
+  // Persistent launches that rotate rounds (LaunchPlan::rotate_rounds; only
+  // 192-row kernels read it): the tiles of the last, part-full round (0 where every round is
+  // full) and how far it rotates them (its round index mod its tiles: one round, so a constant).
+  bool rotate_rounds = false;
+  int last_round_tiles = 0, last_round_shift = 0;
+  // The last round spread over every SM (core/tail_split.h; G = 1 without a causal mask):
+  // inactive unless the caller gave a workspace, whose arrival counters the launcher clears.
+  TailSplit tail{};
+  // Persistent grouped walks: blocks take their next tile from this counter (cleared by the
+  // launcher) instead of walking a static share of them. nullptr = the static walk.
+  int* tile_counter = nullptr;
+  // The grouped walk (kGroupedWalk) orders tiles in groups of units (split, batch, head), the
+  // query tiles of a group's units longest first (core/tile_order.h); one unit per group is the
+  // head-major order.
+  TileGroups groups{};
+};
+
+struct HopperFwdParams {
+  MainloopParams mainloop;
+  EpilogueParams epilogue;
+  AttnFwdParams p;
+  SchedulerParams scheduler;
+};
+
+}  // namespace sm90
+}  // namespace flashsplit

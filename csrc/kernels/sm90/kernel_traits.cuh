@@ -1,0 +1,146 @@
+// The Hopper forward's compile-time shape (HopperTiles: rows, keys per block, consumers, ring
+// stages, register budgets; its shared memory is SharedStorage, shared_storage.cuh) and the
+// choices one instantiation makes from it with its element type, head dim, mask, split and
+// pass (FwdKernelTraits).
+#pragma once
+
+#include "core/hopper_tiles.h"
+
+namespace flashsplit {
+namespace sm90 {
+
+// The shipped shapes come from hopper_tile_config; the other parameters exist so benchmarks of
+// alternatives (rows per block, overlap on or off) need no edit here.
+template <int D, int BlockM, bool Overlap, bool PingPong, int QStages, bool Carry,
+          int BlockN = kHopperBlockN>
+struct HopperTiles {
+  static constexpr int kBlockM = BlockM;
+  static constexpr int kBlockN = BlockN;
+  // Overlap a block's S = Q K^T and softmax with the previous block's P V (measured: helps with
+  // two consumers, hurts with three and with four).
+  static constexpr bool kOverlap = Overlap;
+  // Two consumer warpgroups take turns issuing their GEMMs (named barriers), so one's softmax
+  // runs while the other's GEMMs use the tensor cores.
+  static constexpr bool kPingPong = PingPong;
+  static_assert(!PingPong || (Overlap && BlockM == 128),
+                "ping-pong alternates two overlapped consumers");
+  // A tile's last P V carries the next tile's first S = Q K^T and softmax (overlap only).
+  static constexpr bool kCarry = Carry;
+  static_assert(!Carry || Overlap, "carrying S across tiles extends the overlapped loop");
+  // The direct epilogue's row scale with the hardware reciprocal and log2 (finished_row_scale):
+  // measured +2-4% on 128-row ping-pong tiles at s <= 1024 and +2% on the 256-row tiles at 512
+  // and 1024 rows, but 0.4-3% slower with the 192-row tiles, whose code ptxas then lays out
+  // differently.
+  static constexpr bool kApproxRowScale = PingPong || BlockM == 256;
+  static constexpr int kConsumers = kBlockM / 64;           // warpgroups of 64 rows
+  static constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
+  // The K/V ring holds as many keys with 64-key blocks as with 128-key ones.
+  static constexpr int kStages = (D == 64 ? 3 : 2) * 128 / BlockN;
+  static constexpr int kSlabs = D / 64;
+  static constexpr int kSlabBytesQ = kBlockM * 128;
+  static constexpr int kSlabBytesKV = kBlockN * 128;
+  static constexpr int kTileBytesQ = kSlabs * kSlabBytesQ;
+  static constexpr int kTileBytesKV = kSlabs * kSlabBytesKV;
+  // Output staging (direct epilogue): per consumer, D/64 slabs of 64 rows x 128 B.
+  static constexpr int kSlabBytesO = 64 * 128;
+  // Q buffers: with two, the producer loads the next tile's Q (and then its K, V) while this
+  // tile's Q is still in use, instead of waiting for its last S = Q K^T (measured: +2-3% with
+  // 192-row tiles; with 128-row ping-pong tiles, whose last P V carries the next tile's first
+  // S, one buffer makes that S wait for Q and costs up to 8% at d=64).
+  static constexpr int kQStages = QStages;
+  // Tiles handed out through the counter (SchedulerParams::tile_counter) pass from the producer
+  // to the consumers through a ring of this many slots (the producer runs up to kQStages tiles
+  // ahead, more over tiles without key blocks).
+  static constexpr int kTileRing = 4;
+  // setmaxnreg budgets: 128 * kProducerRegs + 128 * kConsumers * kConsumerRegs within the
+  // block's registers (four consumers: 640 threads of 96 at launch, so 112 each; the producer's
+  // 32 fill the rest exactly, and its dynamic causal walk needs them: with 24 it spilled).
+  static constexpr int kProducerRegs = kConsumers == 2 ? 40 : 32;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : kConsumers == 3 ? 160 : 112;
+  static_assert(kBlockN == 128 || kBlockN == 64, "wgmma_qk has 128- and 64-key blocks");
+  static_assert(kBlockM % 64 == 0 && kConsumers >= 1, "consumers own 64 rows each");
+  // setmaxnreg moves registers within the block's launch allocation (the launch bound's count,
+  // a multiple of 8, per thread); asking for more than it holds waits forever.
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= kThreads * kLaunchRegs,
+                "register budget of one block");
+};
+
+// One instantiation of hopper_fwd_kernel: its tiles and every compile-time choice the parts
+// (tile scheduler, mainloop, softmax, mask, epilogue) make from them.
+//
+// TailPass: the kernel that runs a tail split's pieces (core/tail_split.h), launched behind the
+// one that runs the main tiles; a kernel of its own, so the fold's registers cannot change how
+// ptxas compiles the main tiles (one kernel with both passes ran 8-15% slower on 192-row tiles,
+// d=128 with its wgmma serialized for registers).
+template <class Elem_, int D, bool Causal, bool Split, class Tiles_, bool TailPass>
+struct FwdKernelTraits {
+  static_assert(!TailPass || (!Causal && !Split), "tail splits are for unsplit unmasked calls");
+  using Elem = Elem_;
+  using Tiles = Tiles_;
+  static constexpr int kHeadDim = D;
+  static constexpr bool kCausal = Causal;
+  static constexpr bool kSplit = Split;
+  static constexpr bool kTailPass = TailPass;
+  static constexpr int kBlockM = Tiles::kBlockM;
+  static constexpr int kBlockN = Tiles::kBlockN;
+  static constexpr int kStages = Tiles::kStages;
+  static constexpr int kConsumers = Tiles::kConsumers;
+  static constexpr bool kOverlap = Tiles::kOverlap;
+
+  // The tail kernel's pieces are a few blocks each, so it does not carry S across them (with
+  // carry, ptxas spilled the d=128 ping-pong tail kernel).
+  static constexpr bool kCarry = Tiles::kCarry && !TailPass;
+  // Causal tiles of consumers side by side (192 and 256 rows) are walked in head groups,
+  // longest first, and drawn from a counter where the launch is persistent (core/tile_order.h;
+  // measured +7-12% at 2048-4096 rows). The ping-pong kernels keep the head-major static walk:
+  // there the counter measured even to 2.5% slower.
+  static constexpr bool kGroupedWalk = Causal && !Tiles::kOverlap && !TailPass;
+  // The order a tile's key blocks are walked in: last first, so masking (the keys past sk, the
+  // causal diagonal) is needed only early, except on causal ping-pong tiles at d=128, which
+  // walk them first to last. Walking back from its own diagonal, each of a head's query tiles
+  // running side by side asks for a different block of the head's keys and values; walking
+  // forward they ask for the same block together. Measured +0.4-3% at d=128 (causal 512 and
+  // 1024 rows, small grids, long keys) but 0.7-2% slower at d=64.
+  static constexpr bool kForwardWalk = Causal && Tiles::kOverlap && D == 128;
+  static constexpr int kWalkStep = kForwardWalk ? 1 : -1;
+  // On causal tiles whose consumers run side by side (192 and 256 rows), a later 64-row slice
+  // sees more key blocks than an earlier one (up to one more per 64 rows on 192-row tiles, three
+  // on 256-row tiles of 64 keys), so with slice = consumer the last consumer would have the most
+  // work in every tile and the others would wait for it at the K/V ring. Rotating the slices
+  // from tile to tile gives each consumer every slice in turn (every consumer counts the same
+  // Q rounds, so a tile's slices stay a permutation of its consumers).
+  static constexpr bool kRotate = Causal && !Tiles::kOverlap;
+  // Probabilities at the running max (OnlineSoftmax::at_running_max): on the d=64 tiles side
+  // by side and the unmasked ping-pong tiles. On the 192-row d=128 tiles the scores kept beside
+  // P and O spilled their 160 registers: there OnlineSoftmax::with_max takes the probabilities
+  // at the running max in place, and where a warp's could pass the bound the warpgroup computes
+  // S again (kRecomputeScores, the side-by-side loop). Only without the mask, where every block
+  // after a consumer's first gives each row a max, and not in the split form (split calls at
+  // d=128 run 128-row tiles) nor the tail kernel (both spilled).
+  static constexpr bool kRecomputeScores = !Tiles::kOverlap && D == 128 && !Causal && !Split &&
+                                           !TailPass;
+  static constexpr bool kFastProbabilities =
+      Tiles::kOverlap ? !Causal : D == 64 || kRecomputeScores;
+};
+
+// A consumer thread's place in the block: its consumer warpgroup (64 query rows each), its warp
+// and lane, and its quad (lane / 4: the row, lane % 4: the column pair) in the wgmma layout.
+struct ConsumerThread {
+  int consumer;       // 0 .. consumers - 1 (warpgroup 0 is the producer)
+  int lane;
+  int warp_in_group;  // 0 .. 3, 16 rows each
+  int quad_row, quad_col;
+  int slice_row;      // this thread's first row within a 64-row slice of a tile
+
+  __device__ __forceinline__ ConsumerThread(int warpgroup, int lane_)
+      : consumer(warpgroup - 1),
+        lane(lane_),
+        warp_in_group((threadIdx.x / 32) % 4),
+        quad_row(lane / 4),
+        quad_col(lane % 4),
+        slice_row(warp_in_group * 16 + quad_row) {}
+};
+
+}  // namespace sm90
+}  // namespace flashsplit

@@ -1,0 +1,75 @@
+// The Hopper forward's rings of shared-memory buffers between the producer and the consumers.
+// Every buffer has a "full" mbarrier (the producer's TMA load completes on it) and an "empty"
+// one (each consumer warp arrives once it has read the buffer); the producer waits on "empty"
+// before refilling. A fresh barrier counts its (virtual) previous phase, parity 1, as
+// completed, so the producer waits on parity phase ^ 1 and the consumers on phase.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/sm90/hopper_primitives.cuh"
+#include "kernels/sm90/shared_storage.cuh"
+
+namespace flashsplit {
+namespace sm90 {
+
+// A position in the K/V ring of Stages stages: the stage, and the parity of its current use.
+// The producer and the consumers each keep one and advance it once per key block. (The phase
+// is declared first: in that order ptxas compiled the producer's loads as it did when the two
+// were separate variables.)
+template <int Stages>
+struct RingState {
+  uint32_t phase = 0;
+  int stage = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == Stages) stage = 0, phase ^= 1;
+  }
+};
+
+// Rings indexed by a count of uses (the Q buffers, by tiles with work; the tile ring, by tiles
+// drawn): the slot of the count-th use, and the parity of that use.
+template <int Slots>
+__device__ __forceinline__ int ring_slot(uint32_t count) {
+  return count % Slots;
+}
+template <int Slots>
+__device__ __forceinline__ uint32_t ring_parity(uint32_t count) {
+  return (count / Slots) & 1;
+}
+
+// A consumer warp frees a buffer once its reads are complete: one arrival per warp.
+__device__ __forceinline__ void warp_release(uint64_t* empty, int lane) {
+  __syncwarp();
+  if (lane == 0) mbar_arrive(empty);
+}
+
+// Thread 0 initialises every mbarrier before any role touches one: "full" barriers wait for the
+// producer's one arrival (and its bytes), "empty" ones for each consumer warp's (every consumer
+// warp releases a buffer once it has read it).
+template <class Kt>
+__device__ __forceinline__ void init_barriers(const SharedView<typename Kt::Tiles>& smem) {
+  using Tiles = typename Kt::Tiles;
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < Tiles::kQStages; ++b) {
+      mbar_init(&smem.q_full()[b], 1);
+      mbar_init(&smem.q_empty()[b], 4 * Tiles::kConsumers);
+    }
+    if constexpr (Kt::kGroupedWalk) {
+      for (int r = 0; r < Tiles::kTileRing; ++r) {
+        mbar_init(&smem.tile_full()[r], 1);
+        mbar_init(&smem.tile_empty()[r], 4 * Tiles::kConsumers);
+      }
+    }
+    for (int s = 0; s < Tiles::kStages; ++s) {
+      mbar_init(&smem.k_full()[s], 1);
+      mbar_init(&smem.v_full()[s], 1);
+      mbar_init(&smem.k_empty()[s], 4 * Tiles::kConsumers);
+      mbar_init(&smem.v_empty()[s], 4 * Tiles::kConsumers);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+}
+
+}  // namespace sm90
+}  // namespace flashsplit

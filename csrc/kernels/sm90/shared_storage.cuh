@@ -1,0 +1,110 @@
+// The Hopper forward's shared memory, one struct per tile shape: Q buffers, the K/V ring, the
+// output staging, then the mbarriers and the tile ring's slots.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/sm90/hopper_primitives.cuh"
+#include "kernels/sm90/kernel_traits.cuh"
+
+namespace flashsplit {
+namespace sm90 {
+
+// Swizzled tiles must start on a 1024-byte boundary (TMA's 128-byte swizzle repeats every 8
+// rows of 128 B). The dynamic shared memory's start is not that aligned, so the kernel rounds it
+// up (SharedView) and the launch asks for this much more than the struct.
+constexpr int kSwizzleAlign = 1024;
+
+template <class Tiles>
+struct SharedStorage {
+  // Tiles in TMA's 128-byte swizzle: a tile of R rows and D columns is D/64 "slabs" of R x 64
+  // elements, one TMA box each. Every tile array is a whole number of 1024-byte atoms, so each
+  // starts aligned where the struct does (asserted in shared_storage_bytes); alignas(1024) on
+  // them would pad the struct's end, behind the barriers, to 1024 bytes too.
+  unsigned char q[Tiles::kQStages][Tiles::kTileBytesQ];  // per Q buffer
+  unsigned char k[Tiles::kStages][Tiles::kTileBytesKV];  // per K/V ring stage
+  unsigned char v[Tiles::kStages][Tiles::kTileBytesKV];
+  // Output staging of the direct epilogue: per consumer, D/64 slabs of 64 rows.
+  unsigned char o[Tiles::kConsumers][Tiles::kSlabs * Tiles::kSlabBytesO];
+  // mbarriers: a Q buffer's, a ring stage's K and V, the tile ring's (the grouped dynamic walk).
+  uint64_t q_full[Tiles::kQStages];
+  uint64_t q_empty[Tiles::kQStages];
+  uint64_t k_full[Tiles::kStages];
+  uint64_t v_full[Tiles::kStages];
+  uint64_t k_empty[Tiles::kStages];
+  uint64_t v_empty[Tiles::kStages];
+  uint64_t tile_full[Tiles::kTileRing];
+  uint64_t tile_empty[Tiles::kTileRing];
+  int tile_ring[Tiles::kTileRing];  // the tiles drawn, by ring slot
+};
+
+// Dynamic shared memory a block of these tiles asks for: the struct and the alignment slack.
+template <class Tiles>
+constexpr int shared_storage_bytes() {
+  using Storage = SharedStorage<Tiles>;
+  static_assert(offsetof(Storage, k) % kSwizzleAlign == 0 &&
+                    offsetof(Storage, v) % kSwizzleAlign == 0 &&
+                    offsetof(Storage, o) % kSwizzleAlign == 0 &&
+                    sizeof(Storage::o[0]) % kSwizzleAlign == 0,
+                "swizzled tiles start on 1024-byte boundaries");
+  constexpr int bytes = static_cast<int>(sizeof(Storage)) + kSwizzleAlign;
+  static_assert(bytes <= 227 * 1024, "shared memory of one block on sm_90");
+  return bytes;
+}
+
+// The kernel's view of its SharedStorage: the storage's start (the dynamic shared memory from
+// its first 1024-byte boundary on) and each member's address as that start plus the member's
+// byte offset. (Addressed as members of the struct, the shared addresses come out of the
+// compiler in another form and ptxas's code for every kernel changes; as byte offsets it is
+// the code the hand-summed offsets gave.)
+template <class Tiles>
+struct SharedView {
+  using Storage = SharedStorage<Tiles>;
+  unsigned char* base;
+
+  __device__ __forceinline__ explicit SharedView(unsigned char* smem_raw)
+      : base(smem_raw + ((kSwizzleAlign - (smem_u32(smem_raw) & (kSwizzleAlign - 1))) &
+                         (kSwizzleAlign - 1))) {}
+
+  template <class T>
+  __device__ __forceinline__ T* at(size_t offset) const {
+    return reinterpret_cast<T*>(base + offset);
+  }
+  // Q buffer b at q() + b * kTileBytesQ; K and V stage s at k() / v() + s * kTileBytesKV;
+  // consumer c's output staging at o() + c * kSlabs * kSlabBytesO.
+  __device__ __forceinline__ unsigned char* q() const { return base + offsetof(Storage, q); }
+  __device__ __forceinline__ unsigned char* k() const { return base + offsetof(Storage, k); }
+  __device__ __forceinline__ unsigned char* v() const { return base + offsetof(Storage, v); }
+  __device__ __forceinline__ unsigned char* o() const { return base + offsetof(Storage, o); }
+  __device__ __forceinline__ uint64_t* q_full() const {
+    return at<uint64_t>(offsetof(Storage, q_full));
+  }
+  __device__ __forceinline__ uint64_t* q_empty() const {
+    return at<uint64_t>(offsetof(Storage, q_empty));
+  }
+  __device__ __forceinline__ uint64_t* k_full() const {
+    return at<uint64_t>(offsetof(Storage, k_full));
+  }
+  __device__ __forceinline__ uint64_t* v_full() const {
+    return at<uint64_t>(offsetof(Storage, v_full));
+  }
+  __device__ __forceinline__ uint64_t* k_empty() const {
+    return at<uint64_t>(offsetof(Storage, k_empty));
+  }
+  __device__ __forceinline__ uint64_t* v_empty() const {
+    return at<uint64_t>(offsetof(Storage, v_empty));
+  }
+  __device__ __forceinline__ uint64_t* tile_full() const {
+    return at<uint64_t>(offsetof(Storage, tile_full));
+  }
+  __device__ __forceinline__ uint64_t* tile_empty() const {
+    return at<uint64_t>(offsetof(Storage, tile_empty));
+  }
+  __device__ __forceinline__ int* tile_ring() const {
+    return at<int>(offsetof(Storage, tile_ring));
+  }
+};
+
+}  // namespace sm90
+}  // namespace flashsplit

@@ -1,0 +1,158 @@
+// The Hopper forward's online softmax in registers, per consumer thread: the running max and
+// sum of its two rows, the probabilities of a key block (FFMA + ex2, core/online_softmax.h), the
+// rescale of O where a max moves, and P packed for the P V wgmma.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+
+#include "core/online_softmax.h"
+#include "kernels/fwd_common.cuh"
+
+namespace flashsplit {
+namespace sm90 {
+
+// Registers 4j + 2r + {0, 1} of S (and of O) belong to the thread's row r (of two).
+template <class Kt>
+struct OnlineSoftmax {
+  using Elem = typename Kt::Elem;
+  static constexpr int kBlockN = Kt::kBlockN;
+  static constexpr int kHeadDim = Kt::kHeadDim;
+  static constexpr bool kOverlap = Kt::kOverlap;
+  // The slack a row's probabilities may have over 1 before the running max must move:
+  // 2^kMaxSlackLog2, harmless in fp32 sums and bf16/fp16 P.
+  static constexpr float kMaxSlackLog2 = 8.f;
+  static constexpr float kMaxSlack = static_cast<float>(1 << static_cast<int>(kMaxSlackLog2));
+
+  const float scale_log2;
+  float row_sum[2];  // this thread's partial; quad-reduced at the end
+  float row_max[2];  // of the raw scores (sign-flipped if scale < 0)
+  float rescale[2];  // what O is multiplied by (rescale_o) after with_max
+
+  __device__ __forceinline__ explicit OnlineSoftmax(float softmax_scale)
+      : scale_log2(softmax_scale_log2(softmax_scale)) {}
+
+  // A tile's rows start without a max and with nothing summed.
+  __device__ __forceinline__ void reset() {
+    row_max[0] = row_max[1] = -INFINITY;
+    row_sum[0] = row_sum[1] = 0.f;
+  }
+
+  // Prepared scores (mask.cuh) -> probabilities (in s), running max and sum, and rescale[] for
+  // O. at_running_max (without overlap): the block's max is not taken, the probabilities are at
+  // the running max; returns whether the thread's partial sums of both rows, and so each of its
+  // probabilities, stay within kMaxSlack (see at_running_max).
+  __device__ __forceinline__ bool with_max(float (&s)[kBlockN / 2], bool at_running_max = false) {
+    bool bounded = true;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      // The block's max over the quad (the running max itself where at_running_max).
+      float block_max = -INFINITY;
+      if (!kOverlap && at_running_max) {
+        block_max = row_max[r];
+      } else {
+#pragma unroll
+        for (int j = 0; j < kBlockN / 8; ++j)
+          block_max = fmaxf(block_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+        block_max = quad_max(block_max);
+      }
+      // Without overlap, the running max moves only when a block's max passes it by more than
+      // kMaxSlackLog2 (scaled, log2 units): probabilities then reach at most kMaxSlack before
+      // the normalisation, and most blocks leave O as it is (rescale_o skips them). The first
+      // block with a visible key always moves it (from -inf). With overlap the skip measured
+      // 2-6% slower, so the max follows every block.
+      float new_max;
+      if constexpr (kOverlap) {
+        new_max = fmaxf(row_max[r], block_max);
+      } else {
+        new_max = (block_max - row_max[r]) * scale_log2 > kMaxSlackLog2 ? block_max : row_max[r];
+      }
+      const float base = softmax_base(new_max, scale_log2);
+      rescale[r] = kOverlap || new_max != row_max[r]
+                       ? fast_exp2(softmax_rescale_exponent(row_max[r], scale_log2, base))
+                       : 1.f;
+      row_max[r] = new_max;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+        s[4 * j + 2 * r] = fast_exp2(softmax_exponent(s[4 * j + 2 * r], scale_log2, base));
+        s[4 * j + 2 * r + 1] = fast_exp2(softmax_exponent(s[4 * j + 2 * r + 1], scale_log2, base));
+        sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
+      }
+      row_sum[r] = row_sum[r] * rescale[r] + sum;
+      // (NaN fails the test too, and so does a row without a max: its probabilities were not
+      // taken at one.)
+      bounded = bounded && sum <= kMaxSlack && new_max != -INFINITY;
+    }
+    return bounded;
+  }
+
+  // After a row's first block its max rarely moves by much, so the block's max, its reduction
+  // across the quad and the max's update are mostly work done for nothing: here the
+  // probabilities are taken at the running max instead, straight into P (dst), the scores kept,
+  // and a thread's partial row sums bound each of its probabilities. Where one could pass
+  // kMaxSlack, or a row of the warp has no max yet (-inf: its first block), returns false with
+  // the scores intact, and the caller runs with_max. Without overlap that is with_max's own
+  // slack rule (the same bits wherever the max stays); with overlap the max now lags by up to
+  // kMaxSlackLog2 too, and O needs no rescale where it does. Measured +9-12% on the d=64 tiles
+  // side by side and +6% on d=128 ping-pong tiles of 8 key blocks, even at 4. Not on causal
+  // ping-pong tiles (3-4% slower at 512 rows, even at 1024: most of their blocks are a tile's
+  // first, or masked). The caller adds `sum` to the row sums where it returns true.
+  __device__ __forceinline__ bool at_running_max(const float (&s)[kBlockN / 2],
+                                                 uint32_t (&dst)[kBlockN / 16][4],
+                                                 float (&sum)[2]) const {
+    if (__any_sync(0xffffffffu, row_max[0] == -INFINITY || row_max[1] == -INFINITY))
+      return false;
+    const float base[2] = {softmax_base_seen(row_max[0], scale_log2),
+                           softmax_base_seen(row_max[1], scale_log2)};
+    sum[0] = sum[1] = 0.f;
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float p0 = fast_exp2(softmax_exponent(s[4 * j + 2 * r], scale_log2, base[r]));
+        const float p1 = fast_exp2(softmax_exponent(s[4 * j + 2 * r + 1], scale_log2, base[r]));
+        sum[r] += p0 + p1;
+        dst[j / 2][2 * (j % 2) + r] = pack2<Elem>(p0, p1);
+      }
+    }
+    // (NaN fails the test too; with_max then handles it as before.)
+    return !__any_sync(0xffffffffu, !(sum[0] <= kMaxSlack && sum[1] <= kMaxSlack));
+  }
+
+  __device__ __forceinline__ void add_to_row_sums(const float (&sum)[2]) {
+    row_sum[0] += sum[0];
+    row_sum[1] += sum[1];
+  }
+
+  // O changes only where a row's max moved (with_max), which without overlap is rare after the
+  // first blocks: the warp then skips the D/2 multiplies unless one of its rows moved.
+  __device__ __forceinline__ void rescale_o(float (&o)[kHeadDim / 2]) const {
+    if (!kOverlap && !__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) return;
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      o[4 * j + 0] *= rescale[0];
+      o[4 * j + 1] *= rescale[0];
+      o[4 * j + 2] *= rescale[1];
+      o[4 * j + 3] *= rescale[1];
+    }
+  }
+};
+
+// P in the register-A layout of the P V wgmma: two adjacent n8 score tiles are one m64k16 A
+// fragment.
+template <class Elem, int BlockN>
+__device__ __forceinline__ void pack_p(const float (&s)[BlockN / 2],
+                                       uint32_t (&pa)[BlockN / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < BlockN / 16; ++kk) {
+    pa[kk][0] = pack2<Elem>(s[8 * kk + 0], s[8 * kk + 1]);
+    pa[kk][1] = pack2<Elem>(s[8 * kk + 2], s[8 * kk + 3]);
+    pa[kk][2] = pack2<Elem>(s[8 * kk + 4], s[8 * kk + 5]);
+    pa[kk][3] = pack2<Elem>(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+}
+
+}  // namespace sm90
+}  // namespace flashsplit
