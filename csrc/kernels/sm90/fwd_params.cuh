@@ -20,6 +20,10 @@ struct MainloopParams {
   // Kernels with kCarry: whether this launch carries S across tiles (hopper_carry_across_tiles
   // in core/hopper_tiles.h, by the mask and the key blocks its tiles walk).
   bool carry = true;
+  // Always 0, read at run time: the ping-pong consumers merge P's registers into the next P
+  // under it, which keeps them P's until the P V reading them has landed (take_next_p in
+  // mainloop_mma.cuh).
+  uint32_t zero = 0;
 };
 
 // The epilogues' destinations beyond the portable params' (out and lse, or the partials).

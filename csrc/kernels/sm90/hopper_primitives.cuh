@@ -149,6 +149,16 @@ __device__ __forceinline__ void fence_accumulators(float (&regs)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(regs[i])::"memory");
 }
+// Likewise for a wgmma's A fragment in registers: this re-defines it after the wait, so a later
+// read of the fragment cannot be scheduled before the MMA has finished. (It emits no instruction:
+// it does not by itself keep the registers from other values; see FwdConsumer::take_next_p.)
+template <int M, int N>
+__device__ __forceinline__ void fence_operands(uint32_t (&regs)[M][N]) {
+#pragma unroll
+  for (int i = 0; i < M; ++i)
+#pragma unroll
+    for (int j = 0; j < N; ++j) asm volatile("" : "+r"(regs[i][j])::"memory");
+}
 
 // ---- Register reallocation between warpgroups (setmaxnreg): the TMA warpgroup gives registers
 // back so the MMA warpgroups can hold S, P and O without spilling.
@@ -200,6 +210,11 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t leading_by
 // start address 32 B within the 128-B row; the leading offset is unused for this layout.
 __device__ __forceinline__ uint64_t desc_k_major(uint32_t addr) {
   return smem_desc(addr, 16, 1024);
+}
+// The descriptor of the operand `bytes` (a multiple of 16) further on in shared memory: only
+// the start address, in the low word, moves (it stays below 2^14 * 16 B, so nothing carries).
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | (static_cast<uint32_t>(desc) + (bytes >> 4));
 }
 // MN-major operand (V: rows are keys = the reduction dim, columns contiguous): the next 64
 // columns live `slab_bytes` further on; the next 8 keys 1024 B further on.

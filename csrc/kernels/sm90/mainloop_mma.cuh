@@ -52,7 +52,7 @@ struct FwdConsumer {
   float (&s)[kBlockN / 2];
   uint32_t (&pa)[kBlockN / 16][4];
   OnlineSoftmax<Kt>& softmax;
-  uint32_t& q_addr;  // this warpgroup's 64 rows of the current tile's Q buffer
+  uint64_t& q_desc;  // descriptor of this warpgroup's 64 rows of the tile's Q (made once a tile)
   const uint32_t &k_base, &v_base;
   RingState<Kt::kStages>& ring;
   uint32_t& q_round;  // tiles with work so far, as the producer counts them
@@ -68,7 +68,7 @@ struct FwdConsumer {
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
       const uint32_t offset = (kk % 4) * 32u;
-      wgmma_qk<Elem>(s, desc_k_major(q_addr + (kk / 4) * Tiles::kSlabBytesQ + offset),
+      wgmma_qk<Elem>(s, desc_advance(q_desc, (kk / 4) * Tiles::kSlabBytesQ + offset),
                      desc_k_major(k_addr + (kk / 4) * Tiles::kSlabBytesKV + offset), kk > 0);
     }
     wgmma_commit();
@@ -113,7 +113,7 @@ struct FwdConsumer {
     row0 = tile.m0 + row_in_tile(slice);
     softmax.reset();
     qb = ring_slot<Tiles::kQStages>(q_round);
-    q_addr = smem_u32(smem.q()) + qb * Tiles::kTileBytesQ + slice * 64 * 128;
+    q_desc = desc_k_major(smem_u32(smem.q()) + qb * Tiles::kTileBytesQ + slice * 64 * 128);
     mbar_wait(&smem.q_full()[qb], ring_parity<Tiles::kQStages>(q_round));
     ++q_round;
   }
@@ -343,14 +343,24 @@ struct FwdConsumer {
       softmax.with_max(s);
     pv_landed(prev.stage);
     if (at_running_max) {
-#pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) pa[kk][e] = p_next[kk][e];
+      take_next_p(p_next);
     } else {
       softmax.rescale_o(o);
       pack_p<Elem, kBlockN>(s, pa);
     }
+  }
+  // P of the next block, computed while the P V in flight still reads pa, moves into pa once
+  // that P V has landed. A wgmma's A fragment must not change before its wait, but the compilers
+  // see it as read at issue: left alone they give p_next pa's registers, and the P V in flight
+  // reads the next block's P. So the move merges pa's old value in under a mask of zeros known
+  // only at run time (MainloopParams::zero), which keeps pa live until after the wait.
+  // (Called after pv_landed: the fence orders the reads of pa after its wait.)
+  __device__ __forceinline__ void take_next_p(const uint32_t (&p_next)[kBlockN / 16][4]) {
+    fence_operands(pa);
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) pa[kk][e] = p_next[kk][e] | (pa[kk][e] & mp.zero);
   }
   // The tile's last P V, then its epilogue; moves to the next tile of the walk and returns its
   // slot. With kCarry (and the launch's carry) the last P V carries the next tile's first
@@ -402,7 +412,7 @@ __device__ __forceinline__ void run_consumers(const HopperFwdParams& hp,
 #pragma unroll
   for (int i = 0; i < Kt::kBlockN / 2; ++i) s[i] = 0.f;
   OnlineSoftmax<Kt> softmax(hp.p.softmax_scale);
-  uint32_t q_addr = 0;
+  uint64_t q_desc = 0;
   const uint32_t k_base = smem_u32(smem.k()), v_base = smem_u32(smem.v());
   RingState<Kt::kStages> ring;
   uint32_t q_round = 0;
@@ -410,7 +420,7 @@ __device__ __forceinline__ void run_consumers(const HopperFwdParams& hp,
   const FwdEpilogue<Kt> epilogue(hp, smem.o(), th, softmax.scale_log2);
   TileHandoff<Tiles::kTileRing> handoff{smem.tile_full(), smem.tile_empty(), smem.tile_ring()};
   FwdConsumer<Kt> consumer{hp.mainloop, smem,  sched,  th,     tile_row, row0,   mask,
-                           o,           s,     pa,     softmax, q_addr,  k_base, v_base,
+                           o,           s,     pa,     softmax, q_desc,  k_base, v_base,
                            ring,        q_round, qb,   epilogue, handoff, tile};
   consumer.start();
   if constexpr (Kt::kOverlap) {
