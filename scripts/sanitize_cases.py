@@ -166,10 +166,10 @@ def run_case(torch, flashsplit, naive_attention, case, check):
     out, lse, _ = flashsplit.flash_attn_func(q, k, v, causal=case.causal,
                                              num_splits=case.num_splits, return_attn_probs=True)
     torch.cuda.synchronize()
-    detail = f"{decision['kernel']} G={decision['num_splits']} tail={decision['tail_tiles']}"
+    detail = f"{decision['kernel']} G={decision['num_splits']} tail={decision['details']['tail_tiles']}"
     if case.block_m and decision["kernel"] == "hopper_wgmma" and \
             decision["details"]["block_m"] != case.block_m:
-        return False, f"{detail}: ran {decision['block_m']}-row tiles, the case is for {case.block_m}"
+        return False, f"{detail}: ran {decision['details']['block_m']}-row tiles, the case is for {case.block_m}"
     if "tail-split" in case.name and decision["kernel"] == "hopper_wgmma" and \
             decision["details"]["tail_tiles"] == 0:
         return False, f"{detail}: ran whole tiles, the case is for the tail split"

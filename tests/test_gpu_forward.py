@@ -151,14 +151,14 @@ def test_unsplit_calls_pick_tiles_by_waves(request, dtype, grid):
 
 def check_hopper_call(q, k, v, causal, num_splits, what, block_m, **flags):
     """On an H100 / H200 (132 SMs) explain must report Hopper tiles of block_m rows and each of
-    `flags` (an explain key and the bool it must be); everywhere the output and lse must match
+    `flags` (a key of explain's details and the bool it must be); everywhere the output and lse must match
     the reference."""
     decision = assert_native(q, k, v, causal, num_splits)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     if decision["kernel"] == "hopper_wgmma" and sms == 132:
         assert decision["details"]["block_m"] == block_m, f"{what}: {decision}"
         for key, value in flags.items():
-            assert decision[key] is value, f"{what}: {key}: {decision}"
+            assert decision["details"][key] is value, f"{what}: {key}: {decision}"
     out, lse = fs_forward(q, k, v, causal, num_splits)
     assert_matches_reference(out, lse, q, k, references(q, k, v, causal=causal), causal, what)
 

@@ -3,6 +3,8 @@ both kernel families, the native forward reports the plan it was given and the l
 what they ran (tile shapes from the kernels' own constants, the grids they launched); both must
 equal explain()'s answer for the same call."""
 
+import os
+
 import pytest
 import torch
 
@@ -23,7 +25,7 @@ SHAPES = [
     (1, 8, 8, 8192, 8192, 128, True, 0, "one block per tile"),
     (1, 16, 16, 128, 65535, 64, False, 0, "split prefill and the combine"),
     (8, 32, 8, 1, 16384, 128, False, 0, "decode on the narrow portable tile"),
-    (2, 32, 8, 100, 3000, 64, True, 3, "GQA rows packed in portable tiles, forced split"),
+    (2, 32, 8, 40, 3000, 64, True, 3, "GQA rows packed in portable tiles, forced split"),
 ]
 IDS = [s[-1].replace(" ", "-") for s in SHAPES]
 
@@ -68,6 +70,8 @@ def test_the_shapes_cover_every_walk(request):
     tested where the plans differ."""
     if DEVICE_CC != 90:
         pytest.skip(f"the matrix is drawn for the H100's Hopper walks; this GPU is not cc 9.0")
+    if os.environ.get("FLASHSPLIT_DISABLE_HOPPER") == "1":
+        pytest.skip("FLASHSPLIT_DISABLE_HOPPER=1: the Hopper walks the matrix is drawn for are off")
     seen = set()
     for b, h, hk, sq, sk, d, causal, num_splits, _ in SHAPES:
         q = torch.empty(b, sq, h, d, device="cuda", dtype=torch.bfloat16)

@@ -36,7 +36,7 @@ struct LaunchPlan {
   bool carry = false;          // S carried across tiles (hopper_carry_across_tiles)
   bool rotate_rounds = false;  // rounds' tiles rotated among blocks (hopper_rotate_rounds)
   bool tile_counter = false;   // tiles drawn from a counter the caller provides (tile_order.h)
-  int tile_group = 1;          // units (split, batch, head) per group of the causal tile order
+  int tile_group = 0;          // units (split, batch, head) per group of the tile order (Hopper)
   TailSplit tail;              // the last round spread over every SM (tail_split.h), if active
   // Launches: the forward kernel (its main tiles where a tail split follows), the tail split's
   // pieces, and the combine (G >= 2) with its lanes per row (combine_math.h).
