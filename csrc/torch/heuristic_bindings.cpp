@@ -15,6 +15,7 @@
 #include "core/problem.h"
 #include "core/split_heuristic.h"
 #include "core/tiles.h"
+#include "explain_dict.h"
 
 namespace flashsplit {
 namespace {
@@ -205,38 +206,6 @@ std::string device_repr(const DeviceInfo& d) {
          d.arch + "')";
 }
 
-// The plan's fields as explain() reports them (its path, kernel, num_splits, reason,
-// verification and details).
-py::dict plan_dict(const LaunchPlan& plan, const AttnProblem& p) {
-  py::dict details;
-  if (plan.gate.ok) {
-    details["block_m"] = plan.tiles.block_m;
-    details["block_n"] = plan.tiles.block_n;
-    details["split_block_n"] = plan.split_block_n;
-    details["grid_blocks"] = forward_blocks(p.b, p.sq, p.h, p.hk, plan.tiles);
-    details["blocks_per_sm"] = plan.tiles.blocks_per_sm;
-    details["persistent"] = plan.persistent;
-    details["carry"] = plan.carry;
-    details["rotate_rounds"] = plan.rotate_rounds;
-    details["tile_counter"] = plan.tile_counter;
-    details["tile_group"] = plan.tile_group;
-    details["tail_tiles"] = plan.tail.tail_tiles;
-    details["tail_parts"] = plan.tail.max_parts;
-    const auto grid = [](const LaunchGrid& g) { return py::make_tuple(g.x, g.y, g.z); };
-    details["forward_grid"] = grid(plan.forward_grid);
-    details["tail_grid"] = grid(plan.tail_grid);
-    details["combine_grid"] = grid(plan.combine_grid);
-    details["combine_lanes"] = plan.combine_lanes;
-  }
-  py::dict d;
-  d["path"] = plan.gate.ok ? "native" : "reference";
-  d["kernel"] = plan.gate.ok ? kernel_family_name(plan.gate.family) : "reference";
-  d["num_splits"] = plan.num_splits;
-  d["reason"] = plan.gate.reason;
-  d["verification"] = arch_trust_name(plan.gate.trust);
-  d["details"] = details;
-  return d;
-}
 
 std::string tiles_repr(const TileConfig& t) {
   return "TileConfig(block_m=" + std::to_string(t.block_m) +
@@ -390,7 +359,8 @@ void bind_gate_and_plan(py::module_& h) {
           PlanOptions options;
           options.gate = GateOptions{allow_untested_arch, arch_verified_here, allow_hopper};
           options.allow_tail_split = allow_tail_split;
-          return plan_dict(make_launch_plan(p, d, b, options, requested), p);
+          const LaunchPlan plan = make_launch_plan(p, d, b, options, requested);
+          return explain_dict(plan, p.b, p.sq, p.h, p.hk);
         },
         "The plan of a call (explain()'s form) for any described device and build.",
         py::arg("problem"), py::arg("device"), py::arg("build"), py::arg("requested") = 0,

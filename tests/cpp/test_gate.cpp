@@ -12,6 +12,7 @@
 #include "core/plan.h"
 #include "core/portable_tiles.h"
 #include "core/split_heuristic.h"
+#include "test_devices.h"
 
 namespace flashsplit {
 namespace {
@@ -23,7 +24,9 @@ AttnProblem admitted_problem() {
   return p;
 }
 
-DeviceInfo h100() { return DeviceInfo{Vendor::kNvidia, 90, 132, 227 * 1024}; }
+using testing::amd_build;
+using testing::h100;
+using testing::mi300x;
 
 BuildInfo gpu_build() { return BuildInfo{true, {80, 90}, {64, 128}}; }
 
@@ -250,16 +253,6 @@ TEST(Gate, RefusesUnverifiedArchUnlessVerifiedOrAllowed) {
   EXPECT_STREQ(arch_trust_name(ArchTrust::kTested), "tested");
 }
 
-DeviceInfo mi300x() { return DeviceInfo{Vendor::kAmd, 0, 304, 64 * 1024, "gfx942"}; }
-
-BuildInfo amd_build() {
-  BuildInfo build;
-  build.gpu_kernels_built = true;
-  build.head_dims = {64, 128};
-  build.amd_archs = {"gfx90a", "gfx942", "gfx950"};
-  return build;
-}
-
 TEST(Gate, AmdGpusRunTheMfmaKernelsOnceVerified) {
   GateDecision refused = check_native(admitted_problem(), mi300x(), amd_build());
   expect_refused(refused, "gfx942 has not been verified");
@@ -339,11 +332,7 @@ TEST(Gate, NamesAreStable) {
 namespace flashsplit {
 namespace {
 
-BuildInfo hopper_build() {
-  BuildInfo build = gpu_build();
-  build.hopper_kernels_built = true;
-  return build;
-}
+using testing::hopper_build;
 
 AttnProblem long_sequence_problem() {
   AttnProblem p = admitted_problem();

@@ -8,12 +8,15 @@
 #include "core/plan.h"
 #include "core/portable_tiles.h"
 #include "core/tile_order.h"
+#include "test_devices.h"
 
 namespace flashsplit {
 namespace {
 
-DeviceInfo h100() { return DeviceInfo{Vendor::kNvidia, 90, 132, 227 * 1024}; }
-BuildInfo hopper_build() { return BuildInfo{true, {80, 90}, {64, 128}, true}; }
+using testing::amd_build;
+using testing::h100;
+using testing::hopper_build;
+using testing::mi300x;
 
 AttnProblem problem(int64_t b, int64_t h, int64_t hk, int64_t sq, int64_t sk, int64_t d,
                     bool causal) {
@@ -137,16 +140,6 @@ TEST(Plan, RequestedSplitsAreClampedToKeyBlocks) {
 
 namespace flashsplit {
 namespace {
-
-DeviceInfo mi300x() { return DeviceInfo{Vendor::kAmd, 0, 304, 64 * 1024, "gfx942"}; }
-
-BuildInfo amd_build() {
-  BuildInfo build;
-  build.gpu_kernels_built = true;
-  build.head_dims = {64, 128};
-  build.amd_archs = {"gfx90a", "gfx942", "gfx950"};
-  return build;
-}
 
 LaunchPlan mi300x_plan(const AttnProblem& p, long long requested = 0) {
   PlanOptions options;

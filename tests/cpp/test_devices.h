@@ -1,0 +1,27 @@
+// The GPUs and builds the core tests describe: an H100 and an MI300X, and builds with the
+// Hopper kernels and with the AMD kernels.
+#pragma once
+
+#include "core/gate.h"
+#include "core/problem.h"
+
+namespace flashsplit {
+namespace testing {
+
+inline DeviceInfo h100() { return DeviceInfo{Vendor::kNvidia, 90, 132, 227 * 1024}; }
+
+inline DeviceInfo mi300x() { return DeviceInfo{Vendor::kAmd, 0, 304, 64 * 1024, "gfx942"}; }
+
+// sm_80 and sm_90 kernels, the Hopper family among them.
+inline BuildInfo hopper_build() { return BuildInfo{true, {80, 90}, {64, 128}, true}; }
+
+inline BuildInfo amd_build() {
+  BuildInfo build;
+  build.gpu_kernels_built = true;
+  build.head_dims = {64, 128};
+  build.amd_archs = {"gfx90a", "gfx942", "gfx950"};
+  return build;
+}
+
+}  // namespace testing
+}  // namespace flashsplit
