@@ -45,7 +45,10 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
 
   extern __shared__ unsigned char smem_raw[];
   const SharedView<Tiles> smem(smem_raw);
-  const int warpgroup = threadIdx.x / 128;
+  // Read through a shuffle, the compiler knows the warpgroup is the same in every lane of a
+  // warp: what derives from it (a consumer's Q slice and turn barriers) goes to uniform
+  // registers, and the per-block loops of the consumers get shorter.
+  const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   const int lane = threadIdx.x % 32;
   const TileScheduler<Kt> scheduler(hp);
   WorkTile tile{};  // the tile the consumers compute

@@ -211,10 +211,17 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t leading_by
 __device__ __forceinline__ uint64_t desc_k_major(uint32_t addr) {
   return smem_desc(addr, 16, 1024);
 }
-// The descriptor of the operand `bytes` (a multiple of 16) further on in shared memory: only
-// the start address, in the low word, moves (it stays below 2^14 * 16 B, so nothing carries).
-__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
-  return (desc & 0xFFFFFFFF00000000ull) | (static_cast<uint32_t>(desc) + (bytes >> 4));
+// K-major descriptors differ only in their low word (the start address). The consumers keep
+// that word alone and add the high word where they issue the wgmma, so the compiler sees it as
+// the constant it is (with a whole descriptor kept, ptxas copied its high word into a fresh
+// register at every k-step).
+__device__ __forceinline__ uint32_t desc_k_major_low(uint32_t addr) {
+  return static_cast<uint32_t>(desc_k_major(addr));
+}
+// The K-major descriptor whose low word is `low`, of the operand `bytes` (a multiple of 16)
+// further on in shared memory (the address stays below 2^14 * 16 B, so nothing carries).
+__device__ __forceinline__ uint64_t desc_k_major_at(uint32_t low, uint32_t bytes) {
+  return (desc_k_major(0) & 0xFFFFFFFF00000000ull) | (low + (bytes >> 4));
 }
 // MN-major operand (V: rows are keys = the reduction dim, columns contiguous): the next 64
 // columns live `slab_bytes` further on; the next 8 keys 1024 B further on.

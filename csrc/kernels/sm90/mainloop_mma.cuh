@@ -52,7 +52,7 @@ struct FwdConsumer {
   float (&s)[kBlockN / 2];
   uint32_t (&pa)[kBlockN / 16][4];
   OnlineSoftmax<Kt>& softmax;
-  uint64_t& q_desc;  // descriptor of this warpgroup's 64 rows of the tile's Q (made once a tile)
+  uint32_t& q_desc_low;  // low word of this warpgroup's Q descriptor (made once a tile)
   const uint32_t &k_base, &v_base;
   RingState<Kt::kStages>& ring;
   uint32_t& q_round;  // tiles with work so far, as the producer counts them
@@ -68,7 +68,7 @@ struct FwdConsumer {
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
       const uint32_t offset = (kk % 4) * 32u;
-      wgmma_qk<Elem>(s, desc_advance(q_desc, (kk / 4) * Tiles::kSlabBytesQ + offset),
+      wgmma_qk<Elem>(s, desc_k_major_at(q_desc_low, (kk / 4) * Tiles::kSlabBytesQ + offset),
                      desc_k_major(k_addr + (kk / 4) * Tiles::kSlabBytesKV + offset), kk > 0);
     }
     wgmma_commit();
@@ -113,7 +113,8 @@ struct FwdConsumer {
     row0 = tile.m0 + row_in_tile(slice);
     softmax.reset();
     qb = ring_slot<Tiles::kQStages>(q_round);
-    q_desc = desc_k_major(smem_u32(smem.q()) + qb * Tiles::kTileBytesQ + slice * 64 * 128);
+    q_desc_low =
+        desc_k_major_low(smem_u32(smem.q()) + qb * Tiles::kTileBytesQ + slice * 64 * 128);
     mbar_wait(&smem.q_full()[qb], ring_parity<Tiles::kQStages>(q_round));
     ++q_round;
   }
@@ -412,16 +413,19 @@ __device__ __forceinline__ void run_consumers(const HopperFwdParams& hp,
 #pragma unroll
   for (int i = 0; i < Kt::kBlockN / 2; ++i) s[i] = 0.f;
   OnlineSoftmax<Kt> softmax(hp.p.softmax_scale);
-  uint64_t q_desc = 0;
+  uint32_t q_desc_low = 0;
   const uint32_t k_base = smem_u32(smem.k()), v_base = smem_u32(smem.v());
   RingState<Kt::kStages> ring;
   uint32_t q_round = 0;
   int qb = 0;
   const FwdEpilogue<Kt> epilogue(hp, smem.o(), th, softmax.scale_log2);
   TileHandoff<Tiles::kTileRing> handoff{smem.tile_full(), smem.tile_empty(), smem.tile_ring()};
-  FwdConsumer<Kt> consumer{hp.mainloop, smem,  sched,  th,     tile_row, row0,   mask,
-                           o,           s,     pa,     softmax, q_desc,  k_base, v_base,
-                           ring,        q_round, qb,   epilogue, handoff, tile};
+  // The ping-pong consumers address shared memory from a pinned view (SharedView::pinned).
+  const SharedView<Tiles> view = Tiles::kPingPong ? smem.pinned() : smem;
+  FwdConsumer<Kt> consumer{hp.mainloop, view,    sched, th,       tile_row, row0,
+                           mask,        o,       s,     pa,       softmax,  q_desc_low,
+                           k_base,      v_base,  ring,  q_round,  qb,       epilogue,
+                           handoff,     tile};
   consumer.start();
   if constexpr (Kt::kOverlap) {
     consumer.run_overlapped();

@@ -67,6 +67,17 @@ struct SharedView {
       : base(smem_raw + ((kSwizzleAlign - (smem_u32(smem_raw) & (kSwizzleAlign - 1))) &
                          (kSwizzleAlign - 1))) {}
 
+  // The same view, its start read through a shuffle: ptxas cannot derive the start again from
+  // the block's cluster id, so it keeps it in a register. In the ping-pong consumers that takes
+  // the address arithmetic of the ring's barriers out of the key-block loop (3-10 instructions
+  // per block); the side-by-side consumers keep the plain view (pinned, two of them spilled).
+  __device__ __forceinline__ SharedView pinned() const {
+    SharedView view = *this;
+    const uint32_t start = __shfl_sync(0xffffffffu, smem_u32(base), 0);
+    view.base += start - smem_u32(base);
+    return view;
+  }
+
   template <class T>
   __device__ __forceinline__ T* at(size_t offset) const {
     return reinterpret_cast<T*>(base + offset);
