@@ -282,9 +282,11 @@ class FunctionCode:
 
 def read_assembly(assembly_text):
     """{function symbol: FunctionCode}: its instruction and MFMA counts, and its loops. Each
-    backward branch is a loop whose body is the text from the label it jumps to down to the
+    backward branch to a block clang marks as part of a loop (its label's comment: "Loop Header",
+    "in Loop", "Parent Loop") is a loop whose body is the text from that label down to the
     branch (nested loops included); clang lays a loop's blocks out together, so that text is the
-    loop."""
+    loop. A backward branch to an unmarked block is block layout (an if's far side placed after
+    the code it rejoins), no loop."""
     functions = set(re.findall(r"^\s*\.type\s+([\w.$]+),@function", assembly_text, re.M))
     code, body, name = {}, [], None
     for line in assembly_text.splitlines():
@@ -300,7 +302,7 @@ def read_assembly(assembly_text):
             continue
         label = re.match(r"^(\.L\w+):", line)
         if label:
-            body.append(("label", label.group(1)))
+            body.append(("loop" if "Loop" in line else "label", label.group(1)))
             continue
         inst = line.split(";", 1)[0].strip()
         if not inst or inst.startswith("."):
@@ -311,10 +313,11 @@ def read_assembly(assembly_text):
         branch = re.match(r"^s_(?:c)?branch\w*\s+(\.L\w+)", inst)
         if branch:
             for i in range(len(body) - 1, -1, -1):
-                if body[i] == ("label", branch.group(1)):
-                    insts = [c for kind, c in body[i:] if kind == "inst"]
-                    code[name].loops.append(Loop(branch.group(1), len(insts),
-                                                 sum(c.startswith("v_mfma") for c in insts)))
+                if body[i][0] != "inst" and body[i][1] == branch.group(1):
+                    if body[i][0] == "loop":
+                        insts = [c for kind, c in body[i:] if kind == "inst"]
+                        code[name].loops.append(Loop(branch.group(1), len(insts),
+                                                     sum(c.startswith("v_mfma") for c in insts)))
                     break
     return code
 

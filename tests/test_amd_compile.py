@@ -155,10 +155,13 @@ def test_amd_kernels_within_budget(source, target, out_dir, capsys):
 
 def test_loop_reader_finds_loops_without_mfma():
     # The matrix-kernel rule reads loops from assembly; check the reader on text of the shape
-    # clang prints (labels, branches with trailing comments, a nested loop).
+    # clang prints (labels, branches with trailing comments, a nested loop, and an if whose far
+    # side is placed after the code it rejoins: a backward branch that is no loop).
     asm = """
 \t.type\tk,@function
 k:
+\ts_cbranch_scc0 .LBB0_5
+.LBB0_4:
 \ts_mov_b32 s0, 0
 .LBB0_1:                                ; =>This Loop Header: Depth=1
 \tv_mfma_f32_32x32x8_bf16 a[0:15], v[0:1], v[2:3], a[0:15]
@@ -167,6 +170,9 @@ k:
 \ts_cbranch_scc1 .LBB0_2
 \ts_cbranch_vccnz .LBB0_1 ; back to the outer header
 \ts_branch .LBB0_3
+.LBB0_5:
+\ts_mov_b32 s0, 1
+\ts_branch .LBB0_4
 .LBB0_3:
 \ts_endpgm
 .Lfunc_end0:
