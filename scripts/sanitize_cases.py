@@ -39,6 +39,10 @@ MEMCHECK_CASES = [
     Case("bf16-d64-causal-auto-strided", "bf16", 64, True, 2, 129, 257, 4, 2, 0, "packed"),
     Case("fp16-d128-full-G7-tail", "fp16", 128, False, 1, 1, 449, 2, 2, 7, "contiguous"),
     Case("bf16-d64-decode-G4-narrow", "bf16", 64, False, 2, 1, 777, 8, 8, 4, "contiguous"),
+    # More (batch, k/v head) pairs than a grid's z holds: the pairs past 65535 continue in y
+    # (core/portable_grid.h), whose last chunk has blocks past the last pair.
+    Case("fp16-d64-decode-G2-pairs-past-grid-z", "fp16", 64, False, 32800, 1, 70, 4, 2, 2,
+         "contiguous"),
     # The combine's lanes (a row's splits dealt to several threads, merged by shuffles): 7 rows
     # of 64 threads, two per block, so the last block's second row is past the end; and 40
     # splits over 4 lanes at d=128, two batches of loads per lane.

@@ -37,6 +37,11 @@ CUS = {"gfx942": 304, "gfx950": 256}
 EMULATOR_FLAGS = ("-DFLASHSPLIT_EMULATOR_BUILD",)
 
 
+# A build whose K/V buffer resources move their base every 64 KiB of a head (the shipped
+# kernels: every 1 GiB), so heads of a few hundred keys cross several segments.
+SEGMENT_FLAGS = EMULATOR_FLAGS + ("-DFLASHSPLIT_GFX9_SEGMENT_BYTES_LOG2=16",)
+
+
 def problems(narrow, causal, split):
     """(b, h, hk, sq, sk, num_splits) reaching one instantiation: the narrow tile is decode
     (one query, GQA or MQA rows packed); the wide tile odd lengths, and with the mask more
@@ -98,10 +103,11 @@ def reference(q, k, v, causal, scale, round_p=None):
 class Case:
     """One call: inputs, buffers, launches, and the reference."""
 
-    def __init__(self, target, dtype, d, narrow, causal, split, seed):
+    def __init__(self, target, dtype, d, narrow, causal, split, seed, sk=None):
         self.target, self.dtype, self.d = target, dtype, d
         self.narrow, self.causal, self.split = narrow, causal, split
-        b, h, hk, sq, sk, g = problems(narrow, causal, split)
+        b, h, hk, sq, default_sk, g = problems(narrow, causal, split)
+        sk = sk or default_sk
         self.shape = (b, h, hk, sq, sk)
         self.plan = plan_for(target, b, h, hk, sq, sk, d, causal, g)
         assert (self.plan["num_splits"] > 1) == split, "the case must reach its instantiation"
@@ -175,12 +181,12 @@ def symbol_of(names, needle):
     return found[0]
 
 
-def build_kernels(target, out_dir):
+def build_kernels(target, out_dir, flags=EMULATOR_FLAGS, dtypes=DTYPES):
     """{(dtype, d): (code object, {demangled: symbol}, metadata)} and the combine's."""
     kernels = {}
-    for dtype, d in itertools.product(DTYPES, (64, 128)):
+    for dtype, d in itertools.product(dtypes, (64, 128)):
         build = tc.compile_source(os.path.join(GFX9, f"fwd_{dtype}_d{d}.cu"), target, out_dir,
-                                  EMULATOR_FLAGS)
+                                  flags)
         meta = {k["name"]: k for k in tc.kernel_metadata(build.code_object)}
         kernels[(dtype, d)] = (build.code_object, tc.demangle(list(meta)), meta)
     build = tc.compile_source(COMBINE, target, out_dir)
@@ -211,21 +217,8 @@ def combine_launch(case, combine, producer, order):
                       buffers=producer.buffers, order=order, poison=True)
 
 
-def test_gfx9_attention_on_emulator(tmp_path, capsys):
-    python, _, why = emu.find_emulator()
-    if python is None:
-        pytest.skip(why)
-    cases, producers = [], []
-    for target in emu.EMU_TARGETS:
-        compiler, why = tc.find_compiler(target)
-        if compiler is None:
-            tc.missing_compiler_outcome(why)
-        kernels, combine = build_kernels(target, str(tmp_path))
-        for seed, (dtype, d, narrow, causal, split, order) in enumerate(itertools.product(
-                DTYPES, (64, 128), (True, False), (False, True), (False, True), ORDERS)):
-            case = Case(target, dtype, d, narrow, causal, split, seed)
-            cases.append((case, order, combine))
-            producers.append(producer_launch(case, kernels, order))
+def run_and_check(cases, producers, capsys):
+    """Runs the producers, then the combines of the split cases; prints the table, asserts."""
     produced = emu.run_launches(producers)
     combines = [(i, combine_launch(case, combine, producers[i], order))
                 for i, (case, order, combine) in enumerate(cases) if case.plan["num_splits"] > 1]
@@ -250,3 +243,42 @@ def test_gfx9_attention_on_emulator(tmp_path, capsys):
     with capsys.disabled():
         print("\n" + "\n".join(lines))
     assert not failures, "\n".join(failures)
+
+
+def test_gfx9_attention_on_emulator(tmp_path, capsys):
+    python, _, why = emu.find_emulator()
+    if python is None:
+        pytest.skip(why)
+    cases, producers = [], []
+    for target in emu.EMU_TARGETS:
+        compiler, why = tc.find_compiler(target)
+        if compiler is None:
+            tc.missing_compiler_outcome(why)
+        kernels, combine = build_kernels(target, str(tmp_path))
+        for seed, (dtype, d, narrow, causal, split, order) in enumerate(itertools.product(
+                DTYPES, (64, 128), (True, False), (False, True), (False, True), ORDERS)):
+            case = Case(target, dtype, d, narrow, causal, split, seed)
+            cases.append((case, order, combine))
+            producers.append(producer_launch(case, kernels, order))
+    run_and_check(cases, producers, capsys)
+
+
+def test_gfx9_buffer_base_moves_along_a_head_on_emulator(tmp_path, capsys):
+    """Heads of 300 keys in a build with 64 KiB segments: the K/V buffer resources' base moves
+    two to four times along a head (key rows of 2 * (hk * (d + 8)) bytes: 128 keys per segment
+    at d = 64, 64 at d = 128), on both tiles, with one split and with several."""
+    python, _, why = emu.find_emulator()
+    if python is None:
+        pytest.skip(why)
+    target = "gfx942"
+    compiler, why = tc.find_compiler(target)
+    if compiler is None:
+        tc.missing_compiler_outcome(why)
+    kernels, combine = build_kernels(target, str(tmp_path), SEGMENT_FLAGS, dtypes=("bf16",))
+    cases, producers = [], []
+    for seed, (d, narrow, split) in enumerate(itertools.product((64, 128), (True, False),
+                                                                 (False, True))):
+        case = Case(target, "bf16", d, narrow, False, split, 1000 + seed, sk=300)
+        cases.append((case, "fwd", combine))
+        producers.append(producer_launch(case, kernels, "fwd"))
+    run_and_check(cases, producers, capsys)

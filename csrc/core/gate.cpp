@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 #include <iterator>
 #include <limits>
 #include <sstream>
@@ -19,8 +18,11 @@ namespace {
 // GPU is admitted once `python -m flashsplit.verify` passed on it (ArchTrust::kVerifiedHere).
 constexpr int kTestedArchs[] = {90};
 
-// The kernels index q/k/v/out with 32-bit element offsets.
-constexpr int64_t kMaxIndexableElements = std::numeric_limits<int32_t>::max();
+// The kernels address q, k, v and the output from 64-bit bases per (batch, head) and tile, so
+// tensors of any size run natively. The AMD kernels read k and v through buffer resources with
+// 32-bit byte offsets from a base that moves along a head in 1 GiB steps: an offset stays under
+// 2^30 plus one 64-key block's rows, under 2^31 while key rows are at most this far apart.
+constexpr int64_t kMaxAmdKvRowStride = int64_t{1} << 23;
 
 std::string cc_text(int cc) {
   return std::to_string(cc / 10) + "." + std::to_string(cc % 10);
@@ -47,18 +49,6 @@ std::string number_text(double value) {
   std::ostringstream out;
   out << value;
   return out.str();
-}
-
-// Product of non-negative sizes, saturating instead of overflowing int64.
-int64_t element_count(std::initializer_list<int64_t> dims) {
-  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-  int64_t total = 1;
-  for (int64_t dim : dims) {
-    if (dim == 0) return 0;
-    if (total > kInt64Max / dim) return kInt64Max;
-    total *= dim;
-  }
-  return total;
 }
 
 bool has_window(const AttnProblem& p) {
@@ -175,13 +165,15 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
                   ", sk=" + std::to_string(p.sk) + ", h=" + std::to_string(p.h) +
                   ", hk=" + std::to_string(p.hk) + ") are not run natively");
   }
-  int64_t q_elements = element_count({p.b, p.sq, p.h, p.d});
-  int64_t kv_elements = element_count({p.b, p.sk, p.hk, p.d});
-  if (q_elements > kMaxIndexableElements || kv_elements > kMaxIndexableElements) {
-    bool q_big = q_elements > kMaxIndexableElements;
-    return refuse(std::string(q_big ? "q" : "k/v") + " has " +
-                  std::to_string(q_big ? q_elements : kv_elements) +
-                  " elements, more than the native kernels' 32-bit indexing holds (2^31-1)");
+  if (std::max({p.b, p.sq, p.sk, p.h, p.hk}) > std::numeric_limits<int32_t>::max()) {
+    return refuse("a dimension of q, k or v is past 2^31-1 (b=" + std::to_string(p.b) +
+                  ", sq=" + std::to_string(p.sq) + ", sk=" + std::to_string(p.sk) +
+                  "); the kernels count rows, keys and heads in 32 bits");
+  }
+  if (device.vendor == Vendor::kAmd && p.kv_row_stride > kMaxAmdKvRowStride) {
+    return refuse("k or v has key rows " + std::to_string(p.kv_row_stride) +
+                  " elements apart, more than the AMD kernels' 32-bit buffer offsets within a "
+                  "key block hold (" + std::to_string(kMaxAmdKvRowStride) + ")");
   }
   if (!build_has_binary_for(build, device)) {
     const bool amd = device.vendor == Vendor::kAmd;

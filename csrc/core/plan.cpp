@@ -4,6 +4,7 @@
 
 #include "core/combine_math.h"
 #include "core/hopper_tiles.h"
+#include "core/portable_grid.h"
 #include "core/portable_tiles.h"
 #include "core/split_heuristic.h"
 #include "core/tile_order.h"
@@ -39,7 +40,9 @@ int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceIn
                        int requested, const SplitHeuristicConstants& constants) {
   const TileConfig modelled = tiles_for(family, p);
   const int g = resolve_num_splits(requested, p, device, modelled, constants);
-  if (requested != 0 || g <= 1 || family != KernelFamily::kHopperWgmma) return g;
+  // The portable grid's y holds G blocks per chunk of 65535 (batch, k/v head) pairs.
+  if (family != KernelFamily::kHopperWgmma) return std::min(g, max_portable_splits(p.b * p.hk));
+  if (requested != 0 || g <= 1) return g;
   const TileConfig unsplit = tiles_for_run(family, p, device.sm_count, 1);
   if (unsplit.block_m == modelled.block_m) return g;
   const int d = static_cast<int>(p.d);
@@ -139,8 +142,8 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   if (family == KernelFamily::kHopperWgmma) {
     plan_hopper_walk(p, device, options, plan);
   } else {
-    plan.forward_grid = LaunchGrid{row_tiles(p.sq, p.h, p.hk, plan.tiles.block_m),
-                                   plan.num_splits, p.b * p.hk};
+    const PortableGridYZ yz = portable_grid_yz(p.b * p.hk, plan.num_splits);
+    plan.forward_grid = LaunchGrid{row_tiles(p.sq, p.h, p.hk, plan.tiles.block_m), yz.y, yz.z};
   }
   plan_combine(p, plan);
   plan.dependent_launch = device.vendor == Vendor::kNvidia && device.cc >= 90;

@@ -25,6 +25,7 @@ struct AttnProblem {
   bool strides_16b_aligned = true;  // every other stride and base pointer 16-byte aligned
   // TMA can describe q, k and v: no dim with more than one element has stride 0 (expanded).
   bool tma_describable = true;
+  int64_t kv_row_stride = 0;  // the larger of k's and v's key-row strides, in elements
   // Features the native kernels do not implement; the reference path does.
   double dropout_p = 0.0;
   int64_t window_left = -1, window_right = -1;  // -1 = unbounded on that side

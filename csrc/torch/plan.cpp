@@ -56,6 +56,7 @@ AttnProblem describe(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   p.last_dim_contiguous = q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1;
   p.strides_16b_aligned = aligned_16b(q) && aligned_16b(k) && aligned_16b(v);
   p.tma_describable = no_expanded_dims(q) && no_expanded_dims(k) && no_expanded_dims(v);
+  p.kv_row_stride = std::max(k.stride(1), v.stride(1));
   p.dropout_p = f.dropout_p;
   p.window_left = f.window_left;
   p.window_right = f.window_right;

@@ -178,22 +178,33 @@ TEST(Gate, RefusesEmptyInputs) {
   }
 }
 
-TEST(Gate, RefusesProblemsBeyond32BitIndexing) {
+TEST(Gate, AdmitsTensorsPast2To31Elements) {
   AttnProblem p = admitted_problem();
   p.b = 1; p.h = 32; p.hk = 32; p.d = 128; p.sq = 1 << 19;  // q: 2^31 elements
-  GateDecision decision = check_native(p, h100(), gpu_build());
-  expect_refused(decision, "q has 2147483648 elements");
-  expect_refused(decision, "32-bit indexing");
-  p.sq = (1 << 19) - 1;  // one row fewer fits
   EXPECT_TRUE(check_native(p, h100(), gpu_build()).ok);
-  p.sq = 128;
+  p.sq = 1;
   p.hk = 8;
-  p.sk = int64_t{1} << 21;  // k/v: 2^31 elements
-  expect_refused(check_native(p, h100(), gpu_build()), "k/v has 2147483648 elements");
-  // Sizes whose product overflows int64 saturate rather than wrap to something small.
-  p.sk = int64_t{1} << 40;
-  p.b = int64_t{1} << 30;
-  expect_refused(check_native(p, h100(), gpu_build()), "32-bit indexing");
+  p.sk = 2101248;  // k/v: past 2^31 elements (a decode over 2M keys)
+  p.kv_row_stride = p.hk * p.d;
+  EXPECT_TRUE(check_native(p, h100(), gpu_build()).ok);
+  EXPECT_TRUE(check_native(p, mi300x(), amd_build(), verified_here()).ok);
+}
+
+TEST(Gate, RefusesDimensionsPast32Bits) {
+  AttnProblem p = admitted_problem();
+  p.sk = int64_t{1} << 31;
+  expect_refused(check_native(p, h100(), gpu_build()), "sk=2147483648");
+  p.sk = (int64_t{1} << 31) - 1;
+  EXPECT_TRUE(check_native(p, h100(), gpu_build()).ok);
+}
+
+TEST(Gate, RefusesAmdKeyRowsTooFarApartForItsBufferOffsets) {
+  AttnProblem p = admitted_problem();
+  p.kv_row_stride = (int64_t{1} << 23) + 8;
+  expect_refused(check_native(p, mi300x(), amd_build(), verified_here()), "buffer offsets");
+  EXPECT_TRUE(check_native(p, h100(), gpu_build()).ok);  // NVIDIA kernels take any stride
+  p.kv_row_stride = int64_t{1} << 23;
+  EXPECT_TRUE(check_native(p, mi300x(), amd_build(), verified_here()).ok);
 }
 
 TEST(Gate, RefusesDeviceWithoutBinary) {

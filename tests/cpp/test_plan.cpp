@@ -3,9 +3,12 @@
 // exactly the tiles the kernels walk.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "core/combine_math.h"
 #include "core/hopper_tiles.h"
 #include "core/plan.h"
+#include "core/portable_grid.h"
 #include "core/portable_tiles.h"
 #include "core/tile_order.h"
 #include "test_devices.h"
@@ -113,6 +116,44 @@ TEST(Plan, PortableGridPacksHeadsAndSplits) {
   EXPECT_EQ(plan.forward_grid.z, 8 * 8);
   EXPECT_FALSE(plan.persistent || plan.carry || plan.rotate_rounds || plan.tile_counter);
   EXPECT_FALSE(plan.tail.active());
+}
+
+TEST(Plan, PortableGridFoldsPairsPastTheGridLimitIntoY) {
+  // 8192 sequences x 8 k/v heads = 65536 (batch, k/v head) pairs: one more than z holds.
+  const AttnProblem p = problem(8192, 32, 8, 1, 300, 128, false);
+  for (long long requested : {1LL, 2LL, 0LL}) {
+    const LaunchPlan plan = plan_of(p, requested);
+    ASSERT_EQ(plan.gate.family, KernelFamily::kPortableMma);
+    EXPECT_EQ(plan.forward_grid.z, kMaxGridYZ);
+    EXPECT_EQ(plan.forward_grid.y, (1 << ceil_log2(plan.num_splits)) + plan.num_splits);
+  }
+}
+
+TEST(Plan, PortableBlocksCoverEveryPairAndSplitOnce) {
+  for (long long pairs : {1LL, 64LL, 65535LL, 65536LL, 200000LL}) {
+    for (int splits : {1, 3, 4}) {
+      const PortableGridYZ yz = portable_grid_yz(pairs, splits);
+      ASSERT_LE(yz.y, kMaxGridYZ);
+      ASSERT_LE(yz.z, kMaxGridYZ);
+      std::vector<int> seen(static_cast<size_t>(pairs) * splits, 0);
+      for (long long y = 0; y < yz.y; ++y)
+        for (long long z = 0; z < yz.z; ++z) {
+          const PortableBlock block =
+              portable_block(static_cast<unsigned>(y), static_cast<unsigned>(z), splits,
+                             static_cast<unsigned>(pairs));
+          if (!block.has_work) continue;
+          ++seen[static_cast<size_t>(block.pair) * splits + block.split];
+        }
+      for (int count : seen) ASSERT_EQ(count, 1) << pairs << " pairs, " << splits << " splits";
+    }
+  }
+  EXPECT_EQ(max_portable_splits(65535), kMaxGridYZ);
+  EXPECT_EQ(max_portable_splits(65536), 32767);  // 2^15 + G <= 65535, G in (2^14, 2^15]
+  for (long long pairs : {65536LL, 200000LL, 3000000LL}) {
+    const int g = max_portable_splits(pairs);
+    EXPECT_LE(portable_grid_yz(pairs, g).y, kMaxGridYZ) << pairs;
+    EXPECT_GT(portable_grid_yz(pairs, g + 1).y, kMaxGridYZ) << pairs;
+  }
 }
 
 TEST(Plan, CombineRunsOnlyForSplitsWithItsLanes) {

@@ -57,6 +57,14 @@ constexpr int kLdsBudget = 32 * 1024;
 // The fourth word of a raw buffer resource on gfx9: 32-bit data format, no swizzle.
 constexpr uint32_t kBufferFlags = 0x00020000u;
 
+// K and V are read through buffer resources whose base moves along a head in segments of at
+// most 2^kSegmentBytesLog2 bytes (Pipeline::rows_from): 1 GiB keeps every offset under 2^31.
+// A build with small segments lets a test move the base on small problems.
+#ifndef FLASHSPLIT_GFX9_SEGMENT_BYTES_LOG2
+#define FLASHSPLIT_GFX9_SEGMENT_BYTES_LOG2 30
+#endif
+constexpr int kSegmentBytesLog2 = FLASHSPLIT_GFX9_SEGMENT_BYTES_LOG2;
+
 template <class ElemT, int D, bool Narrow>
 struct Policy {
   using Elem = ElemT;
@@ -155,7 +163,6 @@ struct Policy {
     unsigned char* lds;
     Unit k_next[kKUnits];              // the next block's K units ...
     Word2 v_next[kVGroups][kPerLane];  // ... and V rows: 4 head-dim values of kPerLane keys
-    __amdgpu_buffer_rsrc_t k_rows, v_rows;  // this k/v head's rows; reads past them are zeros
 
     __device__ Pipeline(const AttnFwdParams& params, int batch, int kv_head_)
         : p(params), kv_head(kv_head_) {
@@ -164,14 +171,30 @@ struct Policy {
       q = static_cast<const Elem*>(p.q) + batch * p.q_batch_stride;
       k = static_cast<const Elem*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
       v = static_cast<const Elem*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
-      k_rows = head_rows(k, p.k_row_stride);
-      v_rows = head_rows(v, p.v_row_stride);
     }
-    // A buffer resource over the sk rows of a k/v head: loads through it take 32-bit offsets
-    // and read zeros past its end (the gate keeps every tensor under 2^31 elements).
-    __device__ __amdgpu_buffer_rsrc_t head_rows(const Elem* base, int64_t row_stride) const {
-      const uint32_t bytes = static_cast<uint32_t>(2 * ((p.sk - 1) * row_stride + D));
-      return __builtin_amdgcn_make_buffer_rsrc(const_cast<Elem*>(base), 0, bytes, kBufferFlags);
+    // A buffer resource over a k/v head's rows from the segment that holds key0: segments are
+    // 2^segment_rows_log2 rows of at most 2^kSegmentBytesLog2 bytes, and the resource spans two of them (up to the
+    // head's last row), so the key block from key0 lies inside it (the gate bounds the row
+    // stride so that a block is no longer than a segment: kMaxAmdKvRowStride). Loads take
+    // 32-bit byte offsets from the segment's first row and read zeros past the resource's end.
+    // The base moves with the walk, so a head may span any number of bytes.
+    struct Rows {
+      __amdgpu_buffer_rsrc_t rsrc;
+      int first_key;
+    };
+    __device__ static int segment_rows_log2(int row_stride) {
+      const uint32_t row_bytes = 2u * static_cast<uint32_t>(row_stride > 1 ? row_stride : 1);
+      return kSegmentBytesLog2 - (32 - __builtin_clz(row_bytes - 1));  // - ceil(log2(row bytes))
+    }
+    __device__ Rows rows_from(const Elem* head, int row_stride, int key0) const {
+      const int log2 = segment_rows_log2(row_stride);
+      const int first_key = key0 >> log2 << log2;
+      const int rows = p.sk - first_key < (2 << log2) ? p.sk - first_key : 2 << log2;
+      const uint32_t bytes = 2u * static_cast<uint32_t>((rows - 1) * row_stride + D);
+      return Rows{__builtin_amdgcn_make_buffer_rsrc(
+                      const_cast<Elem*>(head) + static_cast<int64_t>(first_key) * row_stride, 0,
+                      bytes, kBufferFlags),
+                  first_key};
     }
     __device__ static Unit load_unit(__amdgpu_buffer_rsrc_t rows, uint32_t offset) {
       if constexpr (Lds::kUnit == 8) {
@@ -187,18 +210,23 @@ struct Policy {
     // 0 would read a real row there, hence the select).
     __device__ void fetch_k(int n) {
       const int tid = static_cast<int>(threadIdx.x), key0 = n * kBlockN;
+      const int stride = static_cast<int>(p.k_row_stride);
+      const Rows rows = rows_from(k, stride, key0);
 #pragma unroll
       for (int i = 0; i < kKUnits; ++i) {
         const int idx = i * kThreads + tid, row = idx / kUnitsPerKRow, unit = idx % kUnitsPerKRow;
         const int key = key0 + row;
-        const Unit x = load_unit(k_rows, static_cast<uint32_t>(2 * key * p.k_row_stride +
-                                                               unit * Lds::kUnit));
+        const Unit x = load_unit(rows.rsrc, 2u * static_cast<uint32_t>((key - rows.first_key) *
+                                                                       stride) +
+                                                unit * Lds::kUnit);
         k_next[i] = key < p.sk ? x : Unit{};
       }
     }
     // The same for its V rows.
     __device__ void fetch_v(int n) {
       const int tid = static_cast<int>(threadIdx.x), key0 = n * kBlockN;
+      const int stride = static_cast<int>(p.v_row_stride);
+      const Rows rows = rows_from(v, stride, key0);
 #pragma unroll
       for (int i = 0; i < kVGroups; ++i) {
         const int idx = i * kThreads + tid;
@@ -208,7 +236,7 @@ struct Policy {
           const int key = key0 + Lds::vt_key(unit * kPerLane + c);
           const bool valid = idx < kVGroupsTotal && key < p.sk;
           const Word2 x = __builtin_amdgcn_raw_buffer_load_b64(
-              v_rows, static_cast<int>(2 * (key * p.v_row_stride + d0)), 0, 0);
+              rows.rsrc, 2 * ((key - rows.first_key) * stride + d0), 0, 0);
           v_next[i][c] = valid ? x : Word2{};
         }
       }

@@ -33,6 +33,7 @@
 
 #include "core/key_blocks.h"
 #include "core/online_softmax.h"
+#include "core/portable_grid.h"
 #include "core/tiles.h"
 #include "kernels/attn_params.h"
 #include "kernels/fwd_common.cuh"
@@ -50,6 +51,7 @@ __device__ __forceinline__ PackedRow unpack_row(int r, int group, int kv_head) {
 
 // The block's work: its (batch, k/v head), first packed row, queries and key blocks.
 struct TileWork {
+  bool has_work;  // false for the grid's empty blocks (core/portable_grid.h)
   int batch, kv_head, group, split;
   int m0;           // first packed row of the tile
   int first_query;  // query of the tile's first packed row
@@ -61,9 +63,13 @@ __device__ __forceinline__ TileWork locate_tile(const AttnFwdParams& p) {
   TileWork t;
   // Causal tiles late in the sequence do the most work: start them first.
   const int m_block = Causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  t.split = blockIdx.y;
-  t.batch = blockIdx.z / p.hk;
-  t.kv_head = blockIdx.z % p.hk;
+  const unsigned hk = p.hk;
+  const PortableBlock block =
+      portable_block(blockIdx.y, blockIdx.z, Split ? p.num_splits : 1u, p.b * hk);
+  t.has_work = block.has_work;
+  t.split = block.split;
+  t.batch = block.pair / hk;
+  t.kv_head = block.pair % hk;
   t.group = p.h / p.hk;
   t.m0 = m_block * BlockM;
   t.first_query = t.m0 / t.group;
@@ -165,6 +171,7 @@ __global__ void FS_LAUNCH_BOUNDS(Policy::kThreads, Policy::kMinOccupancy)
   constexpr int kRows = Policy::kRows;
   allow_dependent_launch();  // the split path's combine may now be scheduled
   const TileWork tile = locate_tile<Policy::kBlockM, Policy::kBlockN, Causal, Split>(p);
+  if (!tile.has_work) return;
   const typename Policy::Lanes lanes;
   // The packed row of this thread's row i.
   auto row_of = [&](int i) {
