@@ -168,12 +168,13 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
   if (std::max({p.b, p.sq, p.sk, p.h, p.hk}) > std::numeric_limits<int32_t>::max()) {
     return refuse("a dimension of q, k or v is past 2^31-1 (b=" + std::to_string(p.b) +
                   ", sq=" + std::to_string(p.sq) + ", sk=" + std::to_string(p.sk) +
+                  ", h=" + std::to_string(p.h) + ", hk=" + std::to_string(p.hk) +
                   "); the kernels count rows, keys and heads in 32 bits");
   }
   if (device.vendor == Vendor::kAmd && p.kv_row_stride > kMaxAmdKvRowStride) {
     return refuse("k or v has key rows " + std::to_string(p.kv_row_stride) +
-                  " elements apart, more than the AMD kernels' 32-bit buffer offsets within a "
-                  "key block hold (" + std::to_string(kMaxAmdKvRowStride) + ")");
+                  " elements apart, more than the AMD kernels' 32-bit buffer offsets allow (" +
+                  std::to_string(kMaxAmdKvRowStride) + ": a key block within 1 GiB)");
   }
   if (!build_has_binary_for(build, device)) {
     const bool amd = device.vendor == Vendor::kAmd;

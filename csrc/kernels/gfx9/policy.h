@@ -173,11 +173,12 @@ struct Policy {
       v = static_cast<const Elem*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
     }
     // A buffer resource over a k/v head's rows from the segment that holds key0: segments are
-    // 2^segment_rows_log2 rows of at most 2^kSegmentBytesLog2 bytes, and the resource spans two of them (up to the
-    // head's last row), so the key block from key0 lies inside it (the gate bounds the row
-    // stride so that a block is no longer than a segment: kMaxAmdKvRowStride). Loads take
-    // 32-bit byte offsets from the segment's first row and read zeros past the resource's end.
-    // The base moves with the walk, so a head may span any number of bytes.
+    // 2^segment_rows_log2 rows of at most 2^kSegmentBytesLog2 bytes, and the resource spans
+    // two of them (up to the head's last row), so the key block from key0 lies inside it (the
+    // gate bounds the row stride so that a block is no longer than a segment:
+    // kMaxAmdKvRowStride). Loads take 32-bit byte offsets from the segment's first row and
+    // read zeros past the resource's end. The base moves with the walk, so a head may span any
+    // number of bytes.
     struct Rows {
       __amdgpu_buffer_rsrc_t rsrc;
       int first_key;
