@@ -1,5 +1,9 @@
 """Bad input is refused before any work, with an error naming the argument and its value."""
 
+import sys
+import time
+
+import numpy as np
 import pytest
 import torch
 
@@ -140,9 +144,53 @@ def test_bad_softmax_scale_is_refused(entry, value, error, text):
 
 
 @pytest.mark.parametrize("name", ["causal", "deterministic", "return_attn_probs", "strict"])
-def test_non_bool_flags_are_refused(entry, name):
-    with pytest.raises(TypeError, match=f"{name} must be a bool, got 1"):
-        entry(*_qkv(), **{name: 1})
+@pytest.mark.parametrize("value", [2, 0.5, "yes", None, torch.tensor([True])],
+                         ids=["2", "0.5", "str", "None", "1-d tensor"])
+def test_non_bool_flags_are_refused(entry, name, value):
+    with pytest.raises(TypeError, match=f"{name} must be a bool, got"):
+        entry(*_qkv(), **{name: value})
+
+
+@pytest.mark.parametrize("value", [1, np.bool_(True), torch.tensor(True)],
+                         ids=["int 1", "numpy bool", "0-d tensor"])
+def test_flags_take_what_flash_attn_takes(value):
+    q, k, v = _qkv()
+    expected, lse, _ = flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    out, lse_got, _ = flash_attn_func(q, k, v, causal=value, deterministic=value,
+                                      return_attn_probs=value)
+    assert torch.equal(out, expected) and torch.equal(lse_got, lse)
+    assert torch.equal(flash_attn_func(q, k, v, causal=0), flash_attn_func(q, k, v))
+
+
+@pytest.mark.parametrize("value, text", [
+    ({"num_splits": 10 ** 30}, "num_splits must fit in int64, got 1000000000000000000000000000000"),
+    ({"window_size": (2 ** 64, 0)}, r"window_size values must fit in int64, got \(18446744073709551616, 0\)"),
+])
+def test_ints_beyond_int64_are_refused(entry, value, text):
+    with pytest.raises(ValueError, match=text):
+        entry(*_qkv(), **value)
+
+
+def test_windows_of_2_31_keys_or_more_mean_unbounded():
+    q, k, v = _qkv(sq=9, sk=40)
+    for window in [(sys.maxsize, 0), (2 ** 31, 3), (-1, sys.maxsize)]:
+        expected = flash_attn_func(q, k, v, window_size=tuple(-1 if w >= 2 ** 31 else w
+                                                               for w in window))
+        out = flash_attn_func(q, k, v, window_size=window)
+        assert torch.equal(out, expected), window
+    assert explain(q, k, v, window_size=(sys.maxsize, sys.maxsize))["reason"] == \
+        explain(q, k, v)["reason"]
+
+
+def test_an_empty_batch_returns_at_once():
+    q, k, v = (torch.randn(0, 32768, 16, 128, dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    start = time.perf_counter()
+    out, lse, _ = flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    (out.float().sum() + lse.sum()).backward()
+    assert time.perf_counter() - start < 0.5
+    assert out.shape == q.shape and lse.shape == (0, 16, 32768)
+    assert q.grad.shape == q.shape and k.grad.shape == k.shape and v.grad.shape == v.shape
 
 
 def test_reference_attention_validates_too():

@@ -55,6 +55,19 @@ def test_compiled_module_matches_eager_forward_and_backward():
                                    msg=name)
 
 
+def test_compiled_with_dynamic_shapes_matches_eager():
+    # dynamic=True makes sizes (and may make floats) symbolic: the validation must trace too.
+    for options in [{"causal": True}, {"causal": True, "softcap": 5.0, "softmax_scale": 0.3}]:
+        torch._dynamo.reset()
+        fn = torch.compile(lambda q, k, v: flash_attn_func(q, k, v, **options),
+                           backend="aot_eager", fullgraph=True, dynamic=True)
+        for sq, sk in [(5, 9), (7, 12)]:
+            q, k = torch.randn(2, sq, 4, 8), torch.randn(2, sk, 2, 8)
+            v = torch.randn(2, sk, 2, 8)
+            torch.testing.assert_close(fn(q, k, v), flash_attn_func(q, k, v, **options),
+                                       rtol=0, atol=1e-6)
+
+
 def test_compiled_call_still_falls_back_and_strict_still_raises():
     torch._dynamo.reset()
     q, k, v = (torch.randn(1, 5, 2, 8) for _ in range(3))

@@ -23,6 +23,18 @@ def _is_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def _is_finite(value):
+    # Comparisons rather than math.isfinite, which torch.compile(dynamic=True) cannot trace on
+    # a symbolic float. NaN fails the first.
+    return value == value and -math.inf < value < math.inf
+
+
+_INT64_MAX = (1 << 63) - 1
+# A window side this wide covers every key of any call the kernels can take (sk < 2^31), so it
+# means unbounded, like -1; kept as is, it would overflow the int64 arithmetic of the mask.
+_UNBOUNDED_WINDOW = 1 << 31
+
+
 def _check_tensor(name, t):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -68,19 +80,13 @@ def check_options(q, dropout_p, softmax_scale, causal, window_size, softcap, ali
     if softmax_scale is not None:
         if not _is_real_number(softmax_scale):
             raise TypeError(f"softmax_scale must be None or a real number, got {softmax_scale!r}")
-        if not math.isfinite(softmax_scale):
+        if not _is_finite(softmax_scale):
             raise ValueError(f"softmax_scale must be finite, got {softmax_scale!r}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {causal!r}")
-    if (not isinstance(window_size, (tuple, list)) or len(window_size) != 2
-            or not all(_is_int(w) for w in window_size)):
-        raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
-    if window_size[0] < -1 or window_size[1] < -1:
-        raise ValueError(
-            f"window_size values must be >= -1 (-1 = unbounded), got {tuple(window_size)!r}")
+    flag("causal", causal)
+    window_bounds(window_size)
     if not _is_real_number(softcap):
         raise TypeError(f"softcap must be a real number, got {softcap!r}")
-    if not softcap >= 0.0 or not math.isfinite(softcap):
+    if not softcap >= 0.0 or not _is_finite(softcap):
         raise ValueError(f"softcap must be finite and >= 0 (0 = off), got {softcap!r}")
     if alibi_slopes is not None:
         _check_alibi_slopes(q, alibi_slopes)
@@ -89,6 +95,22 @@ def check_options(q, dropout_p, softmax_scale, causal, window_size, softcap, ali
     if num_splits < 0:
         raise ValueError(
             f"num_splits must be >= 0 (0 = auto, 1 = no split, >= 2 = forced), got {num_splits}")
+    if num_splits > _INT64_MAX:
+        raise ValueError(f"num_splits must fit in int64, got {num_splits}")
+
+
+def window_bounds(window_size):
+    """(left, right) of a valid window_size: ints >= -1 that fit in int64; sides of 2^31 or
+    more mean unbounded and come back as -1."""
+    if (not isinstance(window_size, (tuple, list)) or len(window_size) != 2
+            or not all(_is_int(w) for w in window_size)):
+        raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
+    if window_size[0] < -1 or window_size[1] < -1:
+        raise ValueError(
+            f"window_size values must be >= -1 (-1 = unbounded), got {tuple(window_size)!r}")
+    if window_size[0] > _INT64_MAX or window_size[1] > _INT64_MAX:
+        raise ValueError(f"window_size values must fit in int64, got {tuple(window_size)!r}")
+    return tuple(-1 if w >= _UNBOUNDED_WINDOW else int(w) for w in window_size)
 
 
 def _check_alibi_slopes(q, slopes):
@@ -105,6 +127,17 @@ def _check_alibi_slopes(q, slopes):
         raise ValueError(f"alibi_slopes is on {slopes.device} but q is on {q.device}")
 
 
-def check_flag(name, value):
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
+def flag(name, value):
+    """A boolean argument as bool. Takes what flash-attn takes: bool, the ints 0 and 1, NumPy
+    bools and 0-d bool tensors."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, torch.Tensor):
+        if value.dim() == 0 and value.dtype == torch.bool:
+            return bool(value.item())
+    elif type(value).__module__ == "numpy" and getattr(value, "shape", None) == () \
+            and value.dtype.kind == "b":
+        return bool(value)
+    elif _is_int(value) and value in (0, 1):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool, got {value!r}")

@@ -4,7 +4,7 @@ reference_attention."""
 import torch
 
 from . import _native, ops, reference
-from ._validate import check_flag, check_options, check_qkv
+from ._validate import check_options, check_qkv, flag, window_bounds
 
 # Dropout seeds stay below 2**62 so they fit the op schema's int64 with room to spare.
 _SEED_BOUND = 1 << 62
@@ -12,19 +12,18 @@ _SEED_BOUND = 1 << 62
 
 def _checked_options(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
                      alibi_slopes, num_splits):
-    """Validates everything and returns (softmax_scale, window_left, window_right)."""
+    """Validates everything and returns (softmax_scale, causal, window_left, window_right)."""
     check_qkv(q, k, v)
     check_options(q, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
                   num_splits)
     if softmax_scale is None:
         softmax_scale = reference.default_softmax_scale(q.shape[-1])
-    return float(softmax_scale), int(window_size[0]), int(window_size[1])
+    return (float(softmax_scale), flag("causal", causal)) + window_bounds(window_size)
 
 
-def _check_flags(deterministic, return_attn_probs, strict):
-    check_flag("deterministic", deterministic)
-    check_flag("return_attn_probs", return_attn_probs)
-    check_flag("strict", strict)
+def _flags(deterministic, return_attn_probs, strict):
+    return (flag("deterministic", deterministic), flag("return_attn_probs", return_attn_probs),
+            flag("strict", strict))
 
 
 def _draw_dropout_seed(dropout_p):
@@ -48,10 +47,10 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
     RuntimeError with the gate's reason instead of falling back to the reference path.
     deterministic is accepted for compatibility; the backward is deterministic anyway.
     """
-    softmax_scale, window_left, window_right = _checked_options(
+    softmax_scale, causal, window_left, window_right = _checked_options(
         q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
         num_splits)
-    _check_flags(deterministic, return_attn_probs, strict)
+    _, return_attn_probs, strict = _flags(deterministic, return_attn_probs, strict)
     out, lse = ops.attn_fwd(q, k, v, softmax_scale, causal, window_left, window_right,
                             float(softcap), alibi_slopes, float(dropout_p),
                             _draw_dropout_seed(dropout_p), int(num_splits), strict)
@@ -76,10 +75,10 @@ def explain(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_siz
     combine_grid as (x, y, z) blocks, combine_lanes). It is the plan the native forward runs. Same
     validation (and the same errors) as flash_attn_func; strict does not raise here.
     """
-    _, window_left, window_right = _checked_options(
+    _, causal, window_left, window_right = _checked_options(
         q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
         num_splits)
-    _check_flags(deterministic, return_attn_probs, strict)
+    _flags(deterministic, return_attn_probs, strict)
     return _native.gate_decision(q, k, v, causal, dropout_p, window_left, window_right,
                                  softcap, alibi_slopes is not None, int(num_splits))
 
@@ -92,7 +91,7 @@ def reference_attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False
     Forward only (plain torch ops, so autograd can follow it, but flash_attn_func's backward is
     the memory-bounded one). dropout_seed picks the keep mask deterministically.
     """
-    softmax_scale, window_left, window_right = _checked_options(
+    softmax_scale, causal, window_left, window_right = _checked_options(
         q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, 0)
     return reference.attention_forward(q, k, v, softmax_scale, causal, window_left,
                                        window_right, float(softcap), alibi_slopes,

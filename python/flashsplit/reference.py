@@ -155,6 +155,8 @@ def attention_forward(q, k, v, softmax_scale, causal=False, window_left=-1, wind
                           alibi_slopes, dropout_p, dropout_seed)
     out = torch.empty((a.b, a.sq, a.h, a.d), dtype=q.dtype, device=q.device)
     lse = torch.empty((a.b, a.h, a.sq), dtype=a.dtype, device=q.device)
+    if lse.numel() == 0:
+        return out, lse  # no query rows (an empty batch): nothing to compute
     if a.sk == 0:
         # No keys at all: every row sees nothing.
         out.zero_()
@@ -191,7 +193,7 @@ def attention_backward(dout, dlse, q, k, v, lse, softmax_scale, causal=False, wi
     dq = torch.zeros((a.b, a.sq, a.h, a.d), dtype=q.dtype, device=q.device)
     dk = torch.zeros((a.b, a.hk, a.sk, a.d), dtype=a.dtype, device=q.device)
     dv = torch.zeros_like(dk)
-    if a.sk == 0:
+    if a.sk == 0 or a.b * a.h * a.sq == 0:
         return dq, _to_kv_layout(dk, k.dtype), _to_kv_layout(dv, v.dtype)
     lse_all = a.lse_view(lse)
     dlse_all = None if dlse is None else a.lse_view(dlse)
