@@ -206,12 +206,15 @@ struct TileHandoff {
     ++count;
   }
 
-  // Consumer warp: the next tile published (read through a shuffle: the compiler then knows
-  // every lane holds the same tile); every warp frees the slot once it has read it.
+  // Consumer warp: the next tile published, read by lane 0 and passed on by a shuffle (the
+  // compiler then knows every lane holds the same tile); every warp frees the slot once it has
+  // read it. Lane 0 both reads the slot and frees it, so the read precedes the release in its
+  // own program order (read by every lane and ordered only through __syncwarp, racecheck
+  // reported it as a potential WAR hazard with the producer's next write to the slot).
   __device__ __forceinline__ int receive(int lane) {
     const int r = ring_slot<Slots>(count);
     mbar_wait(&full[r], ring_parity<Slots>(count));
-    const int tile = __shfl_sync(0xffffffffu, slots[r], 0);
+    const int tile = __shfl_sync(0xffffffffu, lane == 0 ? slots[r] : 0, 0);
     ++count;
     warp_release(&empty[r], lane);
     return tile;
