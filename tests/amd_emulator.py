@@ -87,6 +87,15 @@ class LayoutError(RuntimeError):
     pass
 
 
+
+def require_emulator():
+    """Returns when FLASHSPLIT_AMD_EMU names a usable emulator; otherwise the calling test
+    skips, saying why."""
+    python, _, why = find_emulator()
+    if python is None:
+        import pytest
+        pytest.skip(why)
+
 def _host_program(lanes_queries):
     lines = ['#include <cstddef>', '#include <cstdio>', '#include "kernels/attn_params.h"',
              '#include "core/combine_math.h"', 'int main() {',

@@ -338,6 +338,14 @@ def missing_compiler_outcome(reason):
     pytest.skip(reason)
 
 
+def require_compiler(target):
+    """The compiler for target; without one, missing_compiler_outcome."""
+    compiler, why = find_compiler(target)
+    if compiler is None:
+        missing_compiler_outcome(why)
+    return compiler
+
+
 if __name__ == "__main__":
     for t in TARGETS:
         c, why = find_compiler(t)

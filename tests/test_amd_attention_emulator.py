@@ -246,14 +246,10 @@ def run_and_check(cases, producers, capsys):
 
 
 def test_gfx9_attention_on_emulator(tmp_path, capsys):
-    python, _, why = emu.find_emulator()
-    if python is None:
-        pytest.skip(why)
+    emu.require_emulator()
     cases, producers = [], []
     for target in emu.EMU_TARGETS:
-        compiler, why = tc.find_compiler(target)
-        if compiler is None:
-            tc.missing_compiler_outcome(why)
+        tc.require_compiler(target)
         kernels, combine = build_kernels(target, str(tmp_path))
         for seed, (dtype, d, narrow, causal, split, order) in enumerate(itertools.product(
                 DTYPES, (64, 128), (True, False), (False, True), (False, True), ORDERS)):
@@ -267,13 +263,9 @@ def test_gfx9_buffer_base_moves_along_a_head_on_emulator(tmp_path, capsys):
     """Heads of 300 keys in a build with 64 KiB segments: the K/V buffer resources' base moves
     two to four times along a head (key rows of 2 * (hk * (d + 8)) bytes: 128 keys per segment
     at d = 64, 64 at d = 128), on both tiles, with one split and with several."""
-    python, _, why = emu.find_emulator()
-    if python is None:
-        pytest.skip(why)
+    emu.require_emulator()
     target = "gfx942"
-    compiler, why = tc.find_compiler(target)
-    if compiler is None:
-        tc.missing_compiler_outcome(why)
+    tc.require_compiler(target)
     kernels, combine = build_kernels(target, str(tmp_path), SEGMENT_FLAGS, dtypes=("bf16",))
     cases, producers = [], []
     for seed, (d, narrow, split) in enumerate(itertools.product((64, 128), (True, False),

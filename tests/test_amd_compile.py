@@ -99,9 +99,7 @@ def out_dir(tmp_path_factory):
 @pytest.mark.parametrize("target", tc.TARGETS)
 @pytest.mark.parametrize("source", tc.amd_sources(), ids=lambda s: tc.rel(s))
 def test_amd_kernels_within_budget(source, target, out_dir, capsys):
-    compiler, why = tc.find_compiler(target)
-    if compiler is None:
-        tc.missing_compiler_outcome(why)
+    tc.require_compiler(target)
     if tc.readobj() is None:
         tc.missing_compiler_outcome("llvm-readobj not found (apt-get install llvm-19)")
     build = tc.compile_source(source, target, out_dir)
@@ -194,9 +192,7 @@ def test_every_kernel_name_pattern_is_reachable():
 def test_gfx9_headers_compile_to_mfma(target, out_dir):
     # gfx9/mfma.h over mfma_layout.h, as device code on every target (the emulator test runs
     # the same probe on gfx942 and gfx950): one MFMA per kernel, nothing spilled.
-    compiler, why = tc.find_compiler(target)
-    if compiler is None:
-        tc.missing_compiler_outcome(why)
+    tc.require_compiler(target)
     probe = os.path.join(tc.REPO, "tests", "amd", "mfma_probe.hip")
     build = tc.compile_source(probe, target, out_dir, extra_flags=["-Wall", "-Wextra", "-Werror"])
     kernels = tc.kernel_metadata(build.code_object)
@@ -212,9 +208,7 @@ def test_gfx9_headers_compile_to_mfma(target, out_dir):
 def test_hip_shim_probe_compiles(target, out_dir):
     # Every part of hip_shim.h that platform.h exposes, as device code on every target (the
     # emulator test runs it on gfx942 and gfx950).
-    compiler, why = tc.find_compiler(target)
-    if compiler is None:
-        tc.missing_compiler_outcome(why)
+    tc.require_compiler(target)
     probe = os.path.join(tc.REPO, "tests", "amd", "shim_probe.hip")
     build = tc.compile_source(probe, target, out_dir, extra_flags=["-Wall", "-Wextra", "-Werror"])
     (kernel,) = tc.kernel_metadata(build.code_object)

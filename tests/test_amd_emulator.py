@@ -13,7 +13,6 @@ The layout check of AttnFwdParams runs everywhere (it needs only g++).
 import os
 
 import numpy as np
-import pytest
 
 import amd_emulator as emu
 import amd_toolchain as tc
@@ -161,14 +160,10 @@ def check_combine(launch, shape, expect, dtype):
 
 
 def test_combine_on_emulator(tmp_path, capsys):
-    python, emu_dir, why = emu.find_emulator()
-    if python is None:
-        pytest.skip(why)
+    emu.require_emulator()
     launches, checks = [], []
     for target in emu.EMU_TARGETS:
-        compiler, why = tc.find_compiler(target)
-        if compiler is None:
-            tc.missing_compiler_outcome(why)
+        tc.require_compiler(target)
         build = tc.compile_source(COMBINE, target, str(tmp_path))
         kernels = {k["name"]: k for k in tc.kernel_metadata(build.code_object)}
         names = tc.demangle(list(kernels))
@@ -214,9 +209,7 @@ def test_combine_on_emulator(tmp_path, capsys):
 def test_workgroup_subset_on_emulator(tmp_path):
     """A launch of a few workgroups of a grid (how large attention grids are sampled): those
     workgroups' rows are combined, every other row keeps its poison."""
-    python, emu_dir, why = emu.find_emulator()
-    if python is None:
-        pytest.skip(why)
+    emu.require_emulator()
     compiler, why = tc.find_compiler("gfx942")
     if compiler is None:
         tc.missing_compiler_outcome(why)
@@ -267,15 +260,11 @@ def _bits16(values, dtype):
 def test_mfma_layouts_on_emulator(tmp_path, capsys):
     """gfx9/mfma.h driven by mfma_layout.h's maps (tests/amd/mfma_probe.hip) multiplies
     exactly-representable matrices exactly, for every MFMA shape the target has."""
-    python, emu_dir, why = emu.find_emulator()
-    if python is None:
-        pytest.skip(why)
+    emu.require_emulator()
     rng = np.random.default_rng(3)
     launches, expected = [], []
     for target in emu.EMU_TARGETS:
-        compiler, why = tc.find_compiler(target)
-        if compiler is None:
-            tc.missing_compiler_outcome(why)
+        tc.require_compiler(target)
         build = tc.compile_source(MFMA_PROBE, target, str(tmp_path), extra_flags=[f"-I{tc.REPO}"])
         names = tc.demangle([k["name"] for k in tc.kernel_metadata(build.code_object)])
         for symbol, demangled in sorted(names.items(), key=lambda kv: kv[1]):
@@ -329,18 +318,14 @@ def _special_inputs(n, rng):
 
 
 def test_hip_shim_on_emulator(tmp_path):
-    python, emu_dir, why = emu.find_emulator()
-    if python is None:
-        pytest.skip(why)
+    emu.require_emulator()
     grid, block = (3, 2, 2), (32, 2, 2)
     threads, blocks = 128, 12
     n = threads * blocks
     x = _special_inputs(n, np.random.default_rng(5))
     launches = []
     for target in emu.EMU_TARGETS:
-        compiler, why = tc.find_compiler(target)
-        if compiler is None:
-            tc.missing_compiler_outcome(why)
+        tc.require_compiler(target)
         build = tc.compile_source(SHIM_PROBE, target, str(tmp_path))
         (kernel,) = tc.kernel_metadata(build.code_object)
         buffers = {"x": x.copy(), "ids": np.full(n * 12, 0xFFFFFFFF, np.uint32),
