@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "core/ceil_log2.h"
 #include "core/host_device.h"
 
 namespace flashsplit {
@@ -15,8 +16,7 @@ class FastDivmod {
  public:
   // divisor >= 1; dividends must lie in [0, 2^31).
   FS_HOST_DEVICE explicit FastDivmod(int divisor) : divisor_(divisor) {
-    unsigned shift = 0;
-    while ((1u << shift) < static_cast<unsigned>(divisor)) ++shift;  // ceil(log2(divisor))
+    const unsigned shift = ceil_log2(static_cast<unsigned>(divisor));
     shift_ = shift;
     // m = ceil(2^(32 + shift) / divisor) - 2^32 fits in 32 bits; the 2^32 * n part is added back
     // in div() as `n`.

@@ -7,20 +7,12 @@
 // Decided on the host (portable_grid_yz), read the same way in the kernel (portable_block).
 #pragma once
 
+#include "core/ceil_log2.h"
 #include "core/host_device.h"
 
 namespace flashsplit {
 
 constexpr long long kMaxGridYZ = 65535;
-
-// ceil(log2(n)) for n >= 1.
-FS_HOST_DEVICE inline int ceil_log2(unsigned n) {
-#if defined(__CUDA_ARCH__)
-  return n > 1 ? 32 - __clz(static_cast<int>(n - 1)) : 0;
-#else
-  return n > 1 ? 32 - __builtin_clz(n - 1) : 0;
-#endif
-}
 
 struct PortableGridYZ {
   long long y, z;

@@ -1,5 +1,6 @@
 #include "kernels/combine_kernel.h"
 
+#include "core/ceil_log2.h"
 #include "core/combine_math.h"
 
 namespace flashsplit {
@@ -78,8 +79,7 @@ __global__ void __launch_bounds__(kCombineThreads)
 
 template <class Elem, int D>
 void launch_typed(const AttnFwdParams& p, const LaunchPlan& plan, gpuStream_t stream) {
-  int lanes_log2 = 0;
-  while ((1 << lanes_log2) < plan.combine_lanes) ++lanes_log2;
+  const int lanes_log2 = ceil_log2(static_cast<unsigned>(plan.combine_lanes));
   launch_after_prior_grid(plan.dependent_launch, combine_kernel<Elem, D>,
                           dim3(static_cast<unsigned>(plan.combine_grid.x)), dim3(kCombineThreads),
                           0, stream, p, lanes_log2);

@@ -1,10 +1,12 @@
-// FastDivmod must agree with / and % for every divisor and dividend the tile walk can meet.
+// FastDivmod must agree with / and % for every divisor and dividend the tile walk can meet;
+// ceil_log2, its shift, with the power of two at or above.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "core/ceil_log2.h"
 #include "core/fast_divmod.h"
 
 namespace flashsplit {
@@ -40,6 +42,16 @@ TEST(FastDivmod, PowersOfTwo) {
     const int d = 1 << s;
     for (int n : {0, d - 1, d, 12345678, 2147483647}) expect_exact(d, n);
   }
+}
+
+TEST(CeilLog2, IsTheShiftOfThePowerOfTwoAtOrAbove) {
+  for (unsigned n = 1; n <= (1u << 20); ++n) {
+    const int s = ceil_log2(n);
+    ASSERT_GE(1ull << s, n) << n;
+    ASSERT_TRUE(s == 0 || (1ull << (s - 1)) < n) << n;
+  }
+  EXPECT_EQ(ceil_log2(0x80000000u), 31);
+  EXPECT_EQ(ceil_log2(0x80000001u), 32);
 }
 
 }  // namespace
