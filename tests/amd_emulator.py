@@ -96,6 +96,14 @@ def require_emulator():
         import pytest
         pytest.skip(why)
 
+
+def report(capsys, lines, failures):
+    """Prints a test's table past pytest's capture (the runs are the proof), then fails on any
+    failure, listing them."""
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+    assert not failures, "\n".join(failures)
+
 def _host_program(lanes_queries):
     lines = ['#include <cstddef>', '#include <cstdio>', '#include "kernels/attn_params.h"',
              '#include "core/combine_math.h"', 'int main() {',

@@ -240,9 +240,7 @@ def run_and_check(cases, producers, capsys):
                      f"{'PASS' if not found else 'FAIL ' + '; '.join(found)}")
         if found:
             failures.append(f"{label}: {'; '.join(found)}")
-    with capsys.disabled():
-        print("\n" + "\n".join(lines))
-    assert not failures, "\n".join(failures)
+    emu.report(capsys, lines, failures)
 
 
 def test_gfx9_attention_on_emulator(tmp_path, capsys):

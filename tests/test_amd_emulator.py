@@ -201,9 +201,7 @@ def test_combine_on_emulator(tmp_path, capsys):
                      f"{result.wall_s:6.2f}  {'PASS' if not problems else 'FAIL ' + '; '.join(problems)}")
         if problems:
             failures.append(f"{launch.label}: {'; '.join(problems)}")
-    with capsys.disabled():
-        print("\n" + "\n".join(lines))
-    assert not failures, "\n".join(failures)
+    emu.report(capsys, lines, failures)
 
 
 def test_workgroup_subset_on_emulator(tmp_path):
@@ -294,9 +292,7 @@ def test_mfma_layouts_on_emulator(tmp_path, capsys):
                      f"{'PASS' if wrong == 0 else 'FAIL'}")
         if wrong:
             failures.append(f"{launch.label}: {wrong} of {want.size} entries differ from A @ B")
-    with capsys.disabled():
-        print("\n" + "\n".join(lines))
-    assert not failures, "\n".join(failures)
+    emu.report(capsys, lines, failures)
 
 
 # ---- the HIP shim on the emulator ---------------------------------------------------------------------
