@@ -376,9 +376,12 @@ SDPA_PEERS = OrderedDict([
     ("sdpa_cudnn", "CUDNN_ATTENTION"),
     ("sdpa_efficient", "EFFICIENT_ATTENTION"),
 ])
+# A peer's modules, tried in order: FlashAttention-3's forward wheel on PyPI (fa3-fwd, bf16;
+# its interface imports a module flash_attn_config, which `from fa3_fwd_config import CONFIG`
+# provides) or a FlashAttention-3 build from source, and FlashAttention-2.
 OPTIONAL_PEERS = OrderedDict([
-    ("fa3", "flash_attn_interface"),   # FlashAttention-3 (Hopper)
-    ("fa2", "flash_attn"),             # FlashAttention-2
+    ("fa3", ("fa3_fwd_interface", "flash_attn_interface")),
+    ("fa2", ("flash_attn",)),
 ])
 ALL_PEERS = list(SDPA_PEERS) + list(OPTIONAL_PEERS)
 
@@ -419,13 +422,30 @@ def _sdpa_runner(torch, backend_name: str, causal: bool, gqa: bool) -> Callable:
     return run
 
 
-def _optional_runner(module_name: str, causal: bool) -> Tuple[Optional[Callable], str]:
-    try:
-        module = __import__(module_name)
-    except Exception as exc:  # noqa: BLE001 - any import failure means "cannot use it"
-        if isinstance(exc, ImportError):
-            return None, "not installed"
-        return None, short_reason(f"import failed: {exc}")
+def import_peer(module_names: Sequence[str]):
+    """(the first of the modules that imports, "") or (None, why none did)."""
+    reason = "not installed"
+    for name in module_names:
+        try:
+            return importlib.import_module(name), ""
+        except ImportError:
+            continue
+        except Exception as exc:  # noqa: BLE001 - any import failure means "cannot use it"
+            reason = short_reason(f"{name}: import failed: {exc}")
+    return None, reason
+
+
+def fa3_module():
+    """FlashAttention-3's interface module, or None where it is not installed."""
+    return import_peer(OPTIONAL_PEERS["fa3"])[0]
+
+
+def _optional_runner(module_names: Sequence[str], causal: bool
+                     ) -> Tuple[Optional[Callable], str]:
+    module, reason = import_peer(module_names)
+    if module is None:
+        return None, reason
+    module_name = module.__name__
     fn = getattr(module, "flash_attn_func", None)
     if fn is None:
         return None, f"{module_name} has no flash_attn_func"

@@ -129,7 +129,7 @@ class Case:
         g = self.plan["num_splits"]
         return emu.attn_params(
             {"elem": "ElemType::kBFloat16" if self.dtype == "bf16" else "ElemType::kFloat16",
-             "b": b, "sq": sq, "sk": sk, "h": h, "hk": hk, "d": d,
+             "b": b, "seqs": b, "sq": sq, "sk": sk, "h": h, "hk": hk, "d": d,
              "q_batch_stride": sq * h * pad, "q_row_stride": h * pad, "q_head_stride": pad,
              "k_batch_stride": sk * hk * pad, "k_row_stride": hk * pad, "k_head_stride": pad,
              "v_batch_stride": sk * hk * pad, "v_row_stride": hk * pad, "v_head_stride": pad,
@@ -200,7 +200,8 @@ def producer_launch(case, kernels, order):
     narrow = "true" if case.plan["details"]["block_m"] == 16 else "false"
     split = "true" if case.plan["num_splits"] > 1 else "false"
     symbol = symbol_of(names, f"gfx9::Policy<{elem}, {case.d}, {narrow}>, "
-                              f"{str(case.causal).lower()}, {split}>")
+                              f"{str(case.causal).lower()}, {split}, "
+                              "(flashsplit::portable::KvLayout)0>")
     return emu.Launch(code_object, symbol, grid=case.plan["details"]["forward_grid"],
                       block=(meta[symbol]["max_flat_workgroup_size"], 1, 1),
                       args=[case.params()], buffers=case.buffers(), order=order, poison=True)

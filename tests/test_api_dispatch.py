@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import flashsplit
-from flashsplit import _native, explain, flash_attn_func, reference_attention
+from flashsplit import _native, explain, flash_attn_func, ops, reference_attention
 
 from accuracy import assert_within_tolerance, naive_pair
 from naive_attention import naive_attention
@@ -104,16 +104,11 @@ class _FakeNative:
     """Stands in for the gate and kernels to check the native branch's wiring on a CPU machine."""
 
     def __init__(self):
-        self.forward_args = None
+        self.run_args = None
 
-    def gate(self, q, k, v, causal, dropout_p, window_left, window_right, softcap, has_alibi,
-             num_splits):
-        return {"path": "native", "num_splits": max(num_splits, 1), "kernel": "portable_mma",
-                "reason": "",
-                "details": {"block_m": 128, "block_n": 128, "split_block_n": 128}}
-
-    def forward(self, q, k, v, softmax_scale, causal, num_splits):
-        self.forward_args = (softmax_scale, causal, num_splits)
+    def run(self, q, k, v, softmax_scale, causal, dropout_p, window_left, window_right, softcap,
+            has_alibi, num_splits):
+        self.run_args = (softmax_scale, causal, num_splits)
         # What a kernel returns: out like q, lse rounded to fp32; computed by the naive reference.
         out, lse = naive_attention(q, k, v, softmax_scale, causal)
         return out, lse.float()
@@ -121,11 +116,10 @@ class _FakeNative:
 
 def test_native_branch_calls_forward_and_backward_uses_its_lse(monkeypatch):
     fake = _FakeNative()
-    monkeypatch.setattr(_native, "gate_decision", fake.gate)
-    monkeypatch.setattr(_native, "native_forward", fake.forward)
+    monkeypatch.setattr(_native, "run", fake.run)
     q, k, v = _qkv(dtype=torch.float64, requires_grad=True)
     out = flash_attn_func(q, k, v, causal=True, softmax_scale=0.3, num_splits=4, strict=True)
-    assert fake.forward_args == (0.3, True, 4)
+    assert fake.run_args == (0.3, True, 4)
     grads = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
 
     monkeypatch.undo()
@@ -136,3 +130,37 @@ def test_native_branch_calls_forward_and_backward_uses_its_lse(monkeypatch):
         # The backward recomputes P from the fp32-rounded native lse: errors ~1e-7 (at most
         # 6e-7 relative to |grad| + 1 over 200 random draws), so 1e-5 leaves a 10x margin.
         torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
+
+
+def test_eager_inference_skips_the_dispatcher_and_gives_the_same_result(monkeypatch):
+    q, k, v = _qkv()
+    through_op = flash_attn_func(q, k, v, causal=True)
+    direct = []
+    impl = ops.attn_fwd_impl
+    monkeypatch.setattr(ops, "attn_fwd_impl", lambda *a: direct.append(1) or impl(*a))
+    assert torch.equal(flash_attn_func(q, k, v, causal=True), through_op)
+    assert direct == [1]
+
+
+@pytest.mark.parametrize("context", ["grad", "fake_mode", "profiler", "vmap"])
+def test_the_dispatcher_is_kept_where_it_has_work(monkeypatch, context):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    direct = []
+    impl = ops.attn_fwd_impl
+    monkeypatch.setattr(ops, "attn_fwd_impl", lambda *a: direct.append(1) or impl(*a))
+    q, k, v = _qkv()
+    if context == "grad":
+        flash_attn_func(q.requires_grad_(), k, v).sum().backward()
+        assert q.grad is not None
+    elif context == "fake_mode":
+        with FakeTensorMode() as mode:
+            fq, fk, fv = (mode.from_tensor(t) for t in (q, k, v))
+            assert flash_attn_func(fq, fk, fv).shape == q.shape
+    elif context == "profiler":
+        with torch.profiler.profile() as prof:
+            flash_attn_func(q, k, v)
+        assert any("flashsplit::fwd" in e.name for e in prof.events())
+    else:
+        out = torch.vmap(lambda x: flash_attn_func(x, k, v))(q[None].expand(3, *q.shape))
+        assert out.shape == (3,) + q.shape
+    assert direct == [], f"{context}: the call skipped the dispatcher"

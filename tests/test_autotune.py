@@ -325,12 +325,17 @@ class _FakeNative:
         self.forward_splits.append(num_splits)
         return reference_attention(q, k, v, softmax_scale=softmax_scale, causal=causal)
 
+    def run(self, q, k, v, softmax_scale, causal, dropout_p, window_left, window_right, softcap,
+            has_alibi, num_splits):
+        return self.forward(q, k, v, softmax_scale, causal, num_splits)
+
 
 @pytest.fixture
 def fake_native(monkeypatch):
     fake = _FakeNative()
     monkeypatch.setattr(_native, "gate_decision", fake.gate)
     monkeypatch.setattr(_native, "native_forward", fake.forward)
+    monkeypatch.setattr(_native, "run", fake.run)
     return fake
 
 

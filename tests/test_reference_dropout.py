@@ -117,7 +117,7 @@ def test_flash_attn_func_backward_matches_its_forward_mask():
     torch.manual_seed(5)
     out = flash_attn_func(q, k, v, dropout_p=p, causal=True)
     torch.manual_seed(5)
-    seed = interface._draw_dropout_seed(p)
+    seed = interface.draw_dropout_seed(p)
     dout = torch.randn_like(out)
     grads = torch.autograd.grad(out, (q, k, v), dout)
     mask = _multipliers(seed, p, 2, 4, q.shape[1], k.shape[1])

@@ -176,6 +176,10 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
                   " elements apart, more than the AMD kernels' 32-bit buffer offsets allow (" +
                   std::to_string(kMaxAmdKvRowStride) + ": a key block within 1 GiB)");
   }
+  if (device.vendor == Vendor::kAmd && p.page_size > 0) {
+    return refuse("paged k/v (page size " + std::to_string(p.page_size) +
+                  ") is not implemented in the AMD kernels");
+  }
   if (!build_has_binary_for(build, device)) {
     const bool amd = device.vendor == Vendor::kAmd;
     return refuse(arch_text(device) + " has no native kernel binary in this build (built for " +
@@ -196,8 +200,10 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
     decision.family = KernelFamily::kPortableMfma;
     return decision;
   }
+  // Sequences of their own lengths and paged k/v run on the portable kernels.
   const bool hopper = device.cc == 90 && build.hopper_kernels_built && options.allow_hopper &&
-                      p.tma_describable && use_hopper_tiles(p.sq, p.h, p.hk);
+                      p.tma_describable && !p.per_sequence && p.page_size == 0 &&
+                      use_hopper_tiles(p.sq, p.h, p.hk);
   decision.family = hopper ? KernelFamily::kHopperWgmma : KernelFamily::kPortableMma;
   return decision;
 }

@@ -137,6 +137,8 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   const int wanted = static_cast<int>(std::min<long long>(std::max(requested, 0LL), 1 << 20));
   plan.num_splits = resolve_splits_for(family, p, device, wanted, constants_for(family, device));
   plan.tiles = tiles_for_run(family, p, device.sm_count, plan.num_splits);
+  plan.sequences = p.per_sequence || p.page_size > 0;
+  plan.paged = p.page_size > 0;
   plan.split_block_n = tiles_for(family, p).block_n;
   plan.tiles_per_split = forward_blocks(p.b, p.sq, p.h, p.hk, plan.tiles);
   if (family == KernelFamily::kHopperWgmma) {

@@ -15,9 +15,13 @@ const char* dtype_name(DType dtype);
 
 enum class Vendor { kNone, kNvidia, kAmd };
 
-// One attention call: q (b, sq, h, d), k/v (b, sk, hk, d).
+// One attention call: q (b, sq, h, d), k/v (b, sk, hk, d). A call of sequences of their own
+// lengths (varlen, kv cache) has b sequences of at most sq queries and sk keys each.
 struct AttnProblem {
   int64_t b = 1, sq = 1, sk = 1, h = 1, hk = 1, d = 64;
+  // Lengths per sequence (cu_seqlens, seqused_k) or a k/v batch per sequence (cache_batch_idx).
+  bool per_sequence = false;
+  int64_t page_size = 0;  // keys per page of a paged k/v cache; 0: contiguous k/v
   DType dtype = DType::kBFloat16;
   bool causal = false;
   bool on_gpu = true;               // false: tensors live on the CPU

@@ -12,8 +12,8 @@ enum class ElemType { kFloat16, kBFloat16 };
 struct AttnFwdParams {
   ElemType elem = ElemType::kBFloat16;
   const void* q = nullptr;  // (b, sq, h, d)
-  const void* k = nullptr;  // (b, sk, hk, d)
-  const void* v = nullptr;  // (b, sk, hk, d)
+  const void* k = nullptr;  // (b, sk, hk, d), or pages (see block_table)
+  const void* v = nullptr;  // like k
   void* out = nullptr;      // (b, sq, h, d)
   float* lse = nullptr;     // (b, h, sq), contiguous
 
@@ -23,7 +23,24 @@ struct AttnFwdParams {
   int64_t v_batch_stride = 0, v_row_stride = 0, v_head_stride = 0;
   int64_t o_batch_stride = 0, o_row_stride = 0, o_head_stride = 0;
 
+  // b and sq are the rows of q, out, lse and the partials as laid out; sk is k's key rows (the
+  // longest sequence where lengths are per sequence).
   int b = 0, sq = 0, sk = 0, h = 0, hk = 0, d = 0;
+
+  // Sequences of their own lengths (varlen and kv-cache calls; the portable kernels read them,
+  // sequence.cuh). A dense call has seqs == b and leaves every pointer null.
+  int seqs = 0;                       // sequences: the grid's batch
+  const int* cu_seqlens_q = nullptr;  // (seqs + 1): sequence i's queries are rows
+                                      // [cu[i], cu[i + 1]) of q and out, whose b is 1
+  const int* cu_seqlens_k = nullptr;  // (seqs + 1): its keys are rows [cu[i], cu[i + 1]) of k/v
+  const int* seqused_k = nullptr;     // (seqs): the keys it attends to, from its first
+  const int* kv_batch_idx = nullptr;  // (seqs): the batch of k/v that holds its keys
+  // Paged k/v: k and v are (pages, page_size, hk, d) and key j of sequence i lives in page
+  // block_table[i * block_table_stride + j / page_size], row j % page_size (batch strides are
+  // page strides).
+  const int* block_table = nullptr;
+  int64_t block_table_stride = 0;
+  int page_size = 0;
   float softmax_scale = 1.f;
   bool causal = false;
 

@@ -48,6 +48,20 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
   return native_forward(q, k, v, softmax_scale, causal, num_splits, arch_verified);
 }
 
+// The lean call: plans once and runs it natively, returning (out, lse), or returns the gate's
+// reason (a str) for a call the native kernels cannot serve, which the caller then serves.
+pybind11::object run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     double softmax_scale, bool causal, double dropout_p, int64_t window_left,
+                     int64_t window_right, double softcap, bool has_alibi, int64_t num_splits,
+                     bool arch_verified) {
+  check_attention_inputs(q, k, v, num_splits);
+  FeatureOptions features{causal, dropout_p, window_left, window_right, softcap, has_alibi};
+  const LaunchPlan plan = make_plan(q, k, v, features, num_splits, arch_verified);
+  if (!plan.gate.ok) return pybind11::str(plan.gate.reason);
+  auto [out, lse] = run_admitted(q, k, v, nullptr, plan, softmax_scale, causal);
+  return pybind11::make_tuple(out, lse);
+}
+
 // The forward with what it planned (explain's form) and what its launchers ran.
 pybind11::tuple forward_recorded(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  double softmax_scale, bool causal, int64_t num_splits,
@@ -57,6 +71,88 @@ pybind11::tuple forward_recorded(const at::Tensor& q, const at::Tensor& k, const
   auto [out, lse] = native_forward(q, k, v, softmax_scale, causal, num_splits,
                                    arch_verified, &plan, &record);
   return pybind11::make_tuple(out, lse, explain_plan(plan, q, k), launch_record_dict(record));
+}
+
+using OptionalTensor = c10::optional<at::Tensor>;
+
+SequenceArgs sequence_args(const OptionalTensor& cu_seqlens_q, const OptionalTensor& cu_seqlens_k,
+                           const OptionalTensor& seqused_k, const OptionalTensor& kv_batch_idx,
+                           const OptionalTensor& block_table, int64_t max_seqlen_q,
+                           int64_t max_seqlen_k) {
+  SequenceArgs seqs;
+  seqs.cu_seqlens_q = cu_seqlens_q.value_or(at::Tensor());
+  seqs.cu_seqlens_k = cu_seqlens_k.value_or(at::Tensor());
+  seqs.seqused_k = seqused_k.value_or(at::Tensor());
+  seqs.kv_batch_idx = kv_batch_idx.value_or(at::Tensor());
+  seqs.block_table = block_table.value_or(at::Tensor());
+  seqs.max_seqlen_q = max_seqlen_q;
+  seqs.max_seqlen_k = max_seqlen_k;
+  return seqs;
+}
+
+// explain()'s answer for a sequence call.
+pybind11::dict explain_sequences(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const OptionalTensor& cu_seqlens_q,
+                                 const OptionalTensor& cu_seqlens_k,
+                                 const OptionalTensor& seqused_k,
+                                 const OptionalTensor& kv_batch_idx,
+                                 const OptionalTensor& block_table, int64_t max_seqlen_q,
+                                 int64_t max_seqlen_k, bool causal, double dropout_p,
+                                 int64_t window_left, int64_t window_right, double softcap,
+                                 bool has_alibi, int64_t num_splits, bool arch_verified) {
+  const SequenceArgs seqs = sequence_args(cu_seqlens_q, cu_seqlens_k, seqused_k, kv_batch_idx,
+                                          block_table, max_seqlen_q, max_seqlen_k);
+  check_attention_inputs(q, k, v, num_splits, /*same_batch=*/false);
+  check_sequence_inputs(q, k, seqs);
+  FeatureOptions features{causal, dropout_p, window_left, window_right, softcap, has_alibi};
+  const LaunchPlan plan =
+      make_sequence_plan(q, k, v, seqs, features, num_splits, arch_verified);
+  return explain_dict(plan, seqs.count(q), seqs.max_seqlen_q, q.size(2), k.size(2));
+}
+
+// run() for a sequence call.
+pybind11::object run_sequences(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const OptionalTensor& cu_seqlens_q,
+                               const OptionalTensor& cu_seqlens_k,
+                               const OptionalTensor& seqused_k,
+                               const OptionalTensor& kv_batch_idx,
+                               const OptionalTensor& block_table, int64_t max_seqlen_q,
+                               int64_t max_seqlen_k, double softmax_scale, bool causal,
+                               double dropout_p, int64_t window_left, int64_t window_right,
+                               double softcap, bool has_alibi, int64_t num_splits,
+                               bool arch_verified) {
+  const SequenceArgs seqs = sequence_args(cu_seqlens_q, cu_seqlens_k, seqused_k, kv_batch_idx,
+                                          block_table, max_seqlen_q, max_seqlen_k);
+  check_attention_inputs(q, k, v, num_splits, /*same_batch=*/false);
+  check_sequence_inputs(q, k, seqs);
+  FeatureOptions features{causal, dropout_p, window_left, window_right, softcap, has_alibi};
+  const LaunchPlan plan =
+      make_sequence_plan(q, k, v, seqs, features, num_splits, arch_verified);
+  if (!plan.gate.ok) return pybind11::str(plan.gate.reason);
+  auto [out, lse] = run_admitted(q, k, v, &seqs, plan, softmax_scale, causal);
+  return pybind11::make_tuple(out, lse);
+}
+
+// The native forward of a sequence call; with recorded, also its plan and what the launchers
+// ran: (out, lse[, plan, record]).
+pybind11::tuple forward_sequences(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  const OptionalTensor& cu_seqlens_q,
+                                  const OptionalTensor& cu_seqlens_k,
+                                  const OptionalTensor& seqused_k,
+                                  const OptionalTensor& kv_batch_idx,
+                                  const OptionalTensor& block_table, int64_t max_seqlen_q,
+                                  int64_t max_seqlen_k, double softmax_scale, bool causal,
+                                  int64_t num_splits, bool arch_verified, bool recorded) {
+  const SequenceArgs seqs = sequence_args(cu_seqlens_q, cu_seqlens_k, seqused_k, kv_batch_idx,
+                                          block_table, max_seqlen_q, max_seqlen_k);
+  LaunchPlan plan;
+  LaunchRecord record;
+  auto [out, lse] = native_forward_sequences(q, k, v, seqs, softmax_scale, causal, num_splits,
+                                             arch_verified, &plan, recorded ? &record : nullptr);
+  if (!recorded) return pybind11::make_tuple(out, lse);
+  return pybind11::make_tuple(
+      out, lse, explain_dict(plan, seqs.count(q), seqs.max_seqlen_q, q.size(2), k.size(2)),
+      launch_record_dict(record));
 }
 
 }  // namespace
@@ -74,10 +170,41 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Native forward: (out, lse). Raises with the gate's reason when it refuses.",
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("softmax_scale"), py::arg("causal"),
         py::arg("num_splits"), py::arg("arch_verified") = false);
+  m.def("run", &flashsplit::run,
+        "Plans once and runs natively: (out, lse), or the gate's reason (str) when it refuses.",
+        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("softmax_scale"), py::arg("causal"),
+        py::arg("dropout_p"), py::arg("window_left"), py::arg("window_right"),
+        py::arg("softcap"), py::arg("has_alibi"), py::arg("num_splits"),
+        py::arg("arch_verified") = false);
   m.def("forward_recorded", &flashsplit::forward_recorded,
         "Native forward with its plan and a record of what the launchers ran: "
         "(out, lse, plan, record).",
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("softmax_scale"), py::arg("causal"),
         py::arg("num_splits"), py::arg("arch_verified") = false);
+  m.def("explain_sequences", &flashsplit::explain_sequences,
+        "The plan of a call of sequences of their own lengths (varlen, kv cache), without "
+        "running it.",
+        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"),
+        py::arg("cu_seqlens_k"), py::arg("seqused_k"), py::arg("kv_batch_idx"),
+        py::arg("block_table"), py::arg("max_seqlen_q"), py::arg("max_seqlen_k"),
+        py::arg("causal"), py::arg("dropout_p"), py::arg("window_left"),
+        py::arg("window_right"), py::arg("softcap"), py::arg("has_alibi"),
+        py::arg("num_splits"), py::arg("arch_verified") = false);
+  m.def("run_sequences", &flashsplit::run_sequences,
+        "run() for a call of sequences of their own lengths.", py::arg("q"), py::arg("k"),
+        py::arg("v"), py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"), py::arg("seqused_k"),
+        py::arg("kv_batch_idx"), py::arg("block_table"), py::arg("max_seqlen_q"),
+        py::arg("max_seqlen_k"), py::arg("softmax_scale"), py::arg("causal"),
+        py::arg("dropout_p"), py::arg("window_left"), py::arg("window_right"),
+        py::arg("softcap"), py::arg("has_alibi"), py::arg("num_splits"),
+        py::arg("arch_verified") = false);
+  m.def("forward_sequences", &flashsplit::forward_sequences,
+        "Native forward of a sequence call: (out, lse) in q's layout, and with recorded also "
+        "its plan and a record of what the launchers ran.",
+        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"),
+        py::arg("cu_seqlens_k"), py::arg("seqused_k"), py::arg("kv_batch_idx"),
+        py::arg("block_table"), py::arg("max_seqlen_q"), py::arg("max_seqlen_k"),
+        py::arg("softmax_scale"), py::arg("causal"), py::arg("num_splits"),
+        py::arg("arch_verified") = false, py::arg("recorded") = false);
   flashsplit::bind_heuristic(m);
 }

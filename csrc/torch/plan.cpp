@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "build_info.h"
+#include "core/plan_cache.h"
 
 #ifdef FLASHSPLIT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -99,7 +100,7 @@ bool env_flag(const char* name) {
 
 
 void check_attention_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            int64_t num_splits) {
+                            int64_t num_splits, bool same_batch) {
   TORCH_CHECK(q.dim() == 4, "q must have 4 dims (b, sq, h, d), got ", q.dim(), " dims");
   TORCH_CHECK(k.dim() == 4, "k must have 4 dims (b, sk, hk, d), got ", k.dim(), " dims");
   TORCH_CHECK(v.dim() == 4, "v must have 4 dims (b, sk, hk, d), got ", v.dim(), " dims");
@@ -111,7 +112,7 @@ void check_attention_inputs(const at::Tensor& q, const at::Tensor& k, const at::
               v.device());
   TORCH_CHECK(k.sizes() == v.sizes(), "k and v must have the same shape, got k ", k.sizes(),
               ", v ", v.sizes());
-  TORCH_CHECK(k.size(0) == q.size(0), "k batch ", k.size(0), " differs from q batch ", q.size(0));
+  TORCH_CHECK(!same_batch || k.size(0) == q.size(0), "k batch ", k.size(0), " differs from q batch ", q.size(0));
   TORCH_CHECK(k.size(3) == q.size(3), "k head dim ", k.size(3), " differs from q head dim ",
               q.size(3));
   TORCH_CHECK(k.size(2) > 0 && q.size(2) % k.size(2) == 0, "q heads (", q.size(2),
@@ -120,20 +121,100 @@ void check_attention_inputs(const at::Tensor& q, const at::Tensor& k, const at::
               num_splits);
 }
 
-LaunchPlan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const FeatureOptions& features, int64_t num_splits, bool arch_verified) {
-  if (q.numel() == 0 || k.numel() == 0) {
-    LaunchPlan plan;
-    plan.gate.reason = "empty inputs (a zero-sized dim) are served by the reference path";
-    return plan;
-  }
+namespace {
+
+PlanOptions plan_options(bool arch_verified) {
   PlanOptions options;
   options.gate.allow_untested_arch = env_flag("FLASHSPLIT_ALLOW_UNTESTED_ARCH");
   options.gate.arch_verified_here = arch_verified;
   options.gate.allow_hopper = !env_flag("FLASHSPLIT_DISABLE_HOPPER");
   options.allow_tail_split = !env_flag("FLASHSPLIT_DISABLE_TAIL_SPLIT");
-  return make_launch_plan(describe(q, k, v, features), describe_device(q),
-                          current_build_info(), options, num_splits);
+  return options;
+}
+
+LaunchPlan empty_input_plan() {
+  LaunchPlan plan;
+  plan.gate.reason = "empty inputs (a zero-sized dim) are served by the reference path";
+  return plan;
+}
+
+void check_index(const char* name, const at::Tensor& t, const at::Tensor& q, int64_t dims) {
+  TORCH_CHECK(t.dim() == dims, name, " must have ", dims, " dims, got shape ", t.sizes());
+  TORCH_CHECK(t.scalar_type() == at::kInt, name, " must be int32, got ", t.scalar_type());
+  TORCH_CHECK(t.device() == q.device(), name, " is on ", t.device(), " but q is on ", q.device());
+  TORCH_CHECK(t.stride(-1) == 1, name, " must be contiguous in its last dim");
+}
+
+}  // namespace
+
+// The plans of this process's calls: the build is fixed, and a device index names the device.
+static LaunchPlan cached_plan(const AttnProblem& problem, const at::Tensor& q, bool arch_verified,
+                              int64_t num_splits) {
+  static PlanCache cache(current_build_info());
+  const int device_key = q.is_cuda() ? q.device().index() : -1;
+  return cache.plan(problem, describe_device(q), device_key, plan_options(arch_verified),
+                    num_splits);
+}
+
+LaunchPlan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const FeatureOptions& features, int64_t num_splits, bool arch_verified) {
+  if (q.numel() == 0 || k.numel() == 0) return empty_input_plan();
+  return cached_plan(describe(q, k, v, features), q, arch_verified, num_splits);
+}
+
+int64_t SequenceArgs::count(const at::Tensor& q) const {
+  return cu_seqlens_q.defined() ? cu_seqlens_q.size(0) - 1 : q.size(0);
+}
+
+void check_sequence_inputs(const at::Tensor& q, const at::Tensor& k, const SequenceArgs& seqs) {
+  const int64_t n = seqs.count(q);
+  if (seqs.cu_seqlens_q.defined()) {
+    check_index("cu_seqlens_q", seqs.cu_seqlens_q, q, 1);
+    TORCH_CHECK(seqs.cu_seqlens_q.size(0) >= 1, "cu_seqlens_q must have at least one entry");
+    TORCH_CHECK(q.size(0) == 1, "a varlen q is laid out as batch 1, got ", q.size(0));
+  }
+  if (seqs.cu_seqlens_k.defined()) {
+    check_index("cu_seqlens_k", seqs.cu_seqlens_k, q, 1);
+    TORCH_CHECK(seqs.cu_seqlens_k.size(0) == n + 1, "cu_seqlens_k must have ", n + 1,
+                " entries, got ", seqs.cu_seqlens_k.size(0));
+  }
+  if (seqs.seqused_k.defined()) {
+    check_index("seqused_k", seqs.seqused_k, q, 1);
+    TORCH_CHECK(seqs.seqused_k.size(0) == n, "seqused_k must have ", n, " entries, got ",
+                seqs.seqused_k.size(0));
+  }
+  if (seqs.kv_batch_idx.defined()) {
+    check_index("cache_batch_idx", seqs.kv_batch_idx, q, 1);
+    TORCH_CHECK(seqs.kv_batch_idx.size(0) == n, "cache_batch_idx must have ", n,
+                " entries, got ", seqs.kv_batch_idx.size(0));
+  }
+  if (seqs.paged()) {
+    check_index("block_table", seqs.block_table, q, 2);
+    TORCH_CHECK(seqs.block_table.size(0) == n, "block_table must have ", n, " rows, got ",
+                seqs.block_table.size(0));
+    TORCH_CHECK(seqs.seqused_k.defined() || seqs.cu_seqlens_k.defined(),
+                "a paged call needs its keys per sequence (seqused_k or cu_seqlens_k)");
+  }
+  if (!seqs.cu_seqlens_q.defined() && !seqs.paged() && !seqs.kv_batch_idx.defined()) {
+    TORCH_CHECK(k.size(0) == n || seqs.cu_seqlens_k.defined(), "k has batch ", k.size(0),
+                " but there are ", n, " sequences");
+  }
+  TORCH_CHECK(seqs.max_seqlen_q >= 0 && seqs.max_seqlen_k >= 0,
+              "max_seqlen_q and max_seqlen_k must be >= 0, got ", seqs.max_seqlen_q, " and ",
+              seqs.max_seqlen_k);
+}
+
+LaunchPlan make_sequence_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const SequenceArgs& seqs, const FeatureOptions& features,
+                              int64_t num_splits, bool arch_verified) {
+  AttnProblem problem = describe(q, k, v, features);
+  problem.b = seqs.count(q);
+  problem.sq = seqs.max_seqlen_q;
+  problem.sk = seqs.max_seqlen_k;
+  problem.per_sequence = true;
+  problem.page_size = seqs.paged() ? k.size(1) : 0;
+  if (q.numel() == 0 || k.numel() == 0 || problem.b == 0) return empty_input_plan();
+  return cached_plan(problem, q, arch_verified, num_splits);
 }
 
 }  // namespace flashsplit

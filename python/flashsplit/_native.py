@@ -40,6 +40,15 @@ def gate_decision(q, k, v, causal, dropout_p, window_left, window_right, softcap
     return decision
 
 
+def run(q, k, v, softmax_scale, causal, dropout_p, window_left, window_right, softcap,
+        has_alibi, num_splits):
+    """The lean call: (out, lse) from the native kernels, or the gate's reason (a str) when it
+    refuses the call. One plan, made in C++; window_right as in gate_decision."""
+    return _C.run(q, k, v, softmax_scale, causal, dropout_p, window_left,
+                  -1 if causal else window_right, softcap, has_alibi, num_splits,
+                  arch_verified(q))
+
+
 def native_forward(q, k, v, softmax_scale, causal, num_splits):
     return _C.forward(q, k, v, float(softmax_scale), causal, num_splits, arch_verified(q))
 
@@ -49,6 +58,43 @@ def native_forward_recorded(q, k, v, softmax_scale, causal, num_splits):
     launchers ran (the keys of the plan's details they set)."""
     out, lse, plan, record = _C.forward_recorded(q, k, v, float(softmax_scale), causal,
                                                  num_splits, arch_verified(q))
+    return out, lse, dict(plan), dict(record)
+
+
+def _sequence_args(seqs):
+    return (seqs.cu_seqlens_q, seqs.cu_seqlens_k, seqs.seqused_k, seqs.kv_batch_idx,
+            seqs.block_table, seqs.max_seqlen_q, seqs.max_seqlen_k)
+
+
+def gate_decision_sequences(q, k, v, seqs, causal, dropout_p, window_left, window_right,
+                            softcap, has_alibi, num_splits):
+    """gate_decision for a call of sequences of their own lengths (sequences.Sequences)."""
+    decision = dict(_C.explain_sequences(
+        q, k, v, *_sequence_args(seqs), causal, float(dropout_p), window_left,
+        -1 if causal else window_right, float(softcap), has_alibi, num_splits,
+        arch_verified(q)))
+    decision["details"] = dict(decision["details"])
+    return decision
+
+
+def run_sequences(q, k, v, seqs, softmax_scale, causal, dropout_p, window_left, window_right,
+                  softcap, has_alibi, num_splits):
+    """run() for a call of sequences of their own lengths."""
+    return _C.run_sequences(q, k, v, *_sequence_args(seqs), softmax_scale, causal, dropout_p,
+                            window_left, -1 if causal else window_right, softcap, has_alibi,
+                            num_splits, arch_verified(q))
+
+
+def native_forward_sequences(q, k, v, seqs, softmax_scale, causal, num_splits):
+    return tuple(_C.forward_sequences(q, k, v, *_sequence_args(seqs), float(softmax_scale),
+                                      causal, num_splits, arch_verified(q)))
+
+
+def native_forward_sequences_recorded(q, k, v, seqs, softmax_scale, causal, num_splits):
+    """native_forward_recorded for a sequence call."""
+    out, lse, plan, record = _C.forward_sequences(
+        q, k, v, *_sequence_args(seqs), float(softmax_scale), causal, num_splits,
+        arch_verified(q), recorded=True)
     return out, lse, dict(plan), dict(record)
 
 

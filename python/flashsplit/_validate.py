@@ -14,12 +14,20 @@ import torch
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
+# The checks run on every call, so the common types are tested first by identity: an isinstance
+# against the numbers ABCs costs several times more.
+
 def _is_real_number(value):
     # bool is an int subclass; True as a probability or a cap is almost certainly a mistake.
+    kind = type(value)
+    if kind is float or kind is int:
+        return True
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _is_int(value):
+    if type(value) is int:
+        return True
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
@@ -33,6 +41,7 @@ _INT64_MAX = (1 << 63) - 1
 # A window side this wide covers every key of any call the kernels can take (sk < 2^31), so it
 # means unbounded, like -1; kept as is, it would overflow the int64 arithmetic of the mask.
 _UNBOUNDED_WINDOW = 1 << 31
+_NO_WINDOW = (-1, -1)
 
 
 def _check_tensor(name, t):
@@ -72,7 +81,9 @@ def check_qkv(q, k, v):
 
 
 def check_options(q, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
-                  num_splits=0):
+                  num_splits=0, batch=None):
+    """Checks the options; returns (causal, window_left, window_right) as the kernels take them
+    (window_bounds)."""
     if not _is_real_number(dropout_p):
         raise TypeError(f"dropout_p must be a real number, got {dropout_p!r}")
     if not 0.0 <= dropout_p < 1.0:
@@ -82,14 +93,14 @@ def check_options(q, dropout_p, softmax_scale, causal, window_size, softcap, ali
             raise TypeError(f"softmax_scale must be None or a real number, got {softmax_scale!r}")
         if not _is_finite(softmax_scale):
             raise ValueError(f"softmax_scale must be finite, got {softmax_scale!r}")
-    flag("causal", causal)
-    window_bounds(window_size)
+    causal = flag("causal", causal)
+    window = window_bounds(window_size)
     if not _is_real_number(softcap):
         raise TypeError(f"softcap must be a real number, got {softcap!r}")
     if not softcap >= 0.0 or not _is_finite(softcap):
         raise ValueError(f"softcap must be finite and >= 0 (0 = off), got {softcap!r}")
     if alibi_slopes is not None:
-        _check_alibi_slopes(q, alibi_slopes)
+        _check_alibi_slopes(q, alibi_slopes, q.shape[0] if batch is None else batch)
     if not _is_int(num_splits):
         raise TypeError(f"num_splits must be an int, got {num_splits!r}")
     if num_splits < 0:
@@ -97,11 +108,14 @@ def check_options(q, dropout_p, softmax_scale, causal, window_size, softcap, ali
             f"num_splits must be >= 0 (0 = auto, 1 = no split, >= 2 = forced), got {num_splits}")
     if num_splits > _INT64_MAX:
         raise ValueError(f"num_splits must fit in int64, got {num_splits}")
+    return (causal,) + window
 
 
 def window_bounds(window_size):
     """(left, right) of a valid window_size: ints >= -1 that fit in int64; sides of 2^31 or
     more mean unbounded and come back as -1."""
+    if window_size == _NO_WINDOW and type(window_size[0]) is int and type(window_size[1]) is int:
+        return _NO_WINDOW
     if (not isinstance(window_size, (tuple, list)) or len(window_size) != 2
             or not all(_is_int(w) for w in window_size)):
         raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
@@ -113,10 +127,10 @@ def window_bounds(window_size):
     return tuple(-1 if w >= _UNBOUNDED_WINDOW else int(w) for w in window_size)
 
 
-def _check_alibi_slopes(q, slopes):
+def _check_alibi_slopes(q, slopes, b):
     if not isinstance(slopes, torch.Tensor):
         raise TypeError(f"alibi_slopes must be None or a torch.Tensor, got {type(slopes).__name__}")
-    b, h = q.shape[0], q.shape[2]
+    h = q.shape[-2]
     if tuple(slopes.shape) not in ((h,), (b, h)):
         raise ValueError(
             f"alibi_slopes must have shape (h,) = ({h},) or (b, h) = ({b}, {h}), "

@@ -1,32 +1,43 @@
-"""The user API: flash_attn_func (flash-attn's signature plus num_splits/strict), explain and
-reference_attention."""
+"""The user API: flash_attn_func and its packed forms (flash-attn's signatures plus
+num_splits/strict), explain and reference_attention."""
 
 import torch
 
 from . import _native, ops, reference
-from ._validate import check_options, check_qkv, flag, window_bounds
+from ._dispatch import direct_call_ok
+from ._validate import check_options, check_qkv, flag
+from ._validate_sequences import check_packed
 
 # Dropout seeds stay below 2**62 so they fit the op schema's int64 with room to spare.
 _SEED_BOUND = 1 << 62
+
+
+def checked_options(q, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                    num_splits, batch=None):
+    """Validates the options of a call whose tensors passed their checks; returns
+    (softmax_scale, causal, window_left, window_right). batch: the call's sequences where q's
+    first dim is not (varlen)."""
+    options = check_options(q, dropout_p, softmax_scale, causal, window_size, softcap,
+                            alibi_slopes, num_splits, batch=batch)
+    if softmax_scale is None:
+        softmax_scale = reference.default_softmax_scale(q.shape[-1])
+    return (float(softmax_scale),) + options
 
 
 def _checked_options(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
                      alibi_slopes, num_splits):
     """Validates everything and returns (softmax_scale, causal, window_left, window_right)."""
     check_qkv(q, k, v)
-    check_options(q, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
-                  num_splits)
-    if softmax_scale is None:
-        softmax_scale = reference.default_softmax_scale(q.shape[-1])
-    return (float(softmax_scale), flag("causal", causal)) + window_bounds(window_size)
+    return checked_options(q, dropout_p, softmax_scale, causal, window_size, softcap,
+                           alibi_slopes, num_splits)
 
 
-def _flags(deterministic, return_attn_probs, strict):
+def flags(deterministic, return_attn_probs, strict):
     return (flag("deterministic", deterministic), flag("return_attn_probs", return_attn_probs),
             flag("strict", strict))
 
 
-def _draw_dropout_seed(dropout_p):
+def draw_dropout_seed(dropout_p):
     # Drawn from torch's default generator so torch.manual_seed makes dropout reproducible; the
     # backward regenerates the same mask from this seed.
     if dropout_p == 0.0:
@@ -50,14 +61,39 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
     softmax_scale, causal, window_left, window_right = _checked_options(
         q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
         num_splits)
-    _, return_attn_probs, strict = _flags(deterministic, return_attn_probs, strict)
-    out, lse = ops.attn_fwd(q, k, v, softmax_scale, causal, window_left, window_right,
-                            float(softcap), alibi_slopes, float(dropout_p),
-                            _draw_dropout_seed(dropout_p), int(num_splits), strict)
+    _, return_attn_probs, strict = flags(deterministic, return_attn_probs, strict)
+    fwd = ops.attn_fwd_impl if direct_call_ok(q, k, v, alibi_slopes) else ops.attn_fwd
+    out, lse = fwd(q, k, v, softmax_scale, causal, window_left, window_right, float(softcap),
+                   alibi_slopes, float(dropout_p), draw_dropout_seed(dropout_p), int(num_splits),
+                   strict)
     if return_attn_probs:
         # flash-attn's third value is the dropout/probability matrix, which is never built here.
         return out, lse, None
     return out
+
+
+def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False,
+                              window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                              deterministic=False, return_attn_probs=False, *, num_splits=0,
+                              strict=False):
+    """flash_attn_func on qkv (b, s, 3, h, d) stacked q, k, v (gradients flow into qkv)."""
+    check_packed("qkv", qkv, 5, 2, 3, "(b, s, 3, h, d)")
+    q, k, v = qkv.unbind(2)
+    return flash_attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
+                           alibi_slopes, deterministic, return_attn_probs,
+                           num_splits=num_splits, strict=strict)
+
+
+def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False,
+                             window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                             deterministic=False, return_attn_probs=False, *, num_splits=0,
+                             strict=False):
+    """flash_attn_func on q (b, sq, h, d) and kv (b, sk, 2, hk, d) stacked k, v."""
+    check_packed("kv", kv, 5, 2, 2, "(b, sk, 2, hk, d)")
+    k, v = kv.unbind(2)
+    return flash_attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
+                           alibi_slopes, deterministic, return_attn_probs,
+                           num_splits=num_splits, strict=strict)
 
 
 def explain(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
@@ -78,7 +114,7 @@ def explain(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_siz
     _, causal, window_left, window_right = _checked_options(
         q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
         num_splits)
-    _flags(deterministic, return_attn_probs, strict)
+    flags(deterministic, return_attn_probs, strict)
     return _native.gate_decision(q, k, v, causal, dropout_p, window_left, window_right,
                                  softcap, alibi_slopes is not None, int(num_splits))
 

@@ -28,6 +28,7 @@
 #include "kernels/gfx9/lds_layout.h"
 #include "kernels/gfx9/mfma.h"
 #include "kernels/gfx9/mfma_layout.h"
+#include "kernels/portable/sequence.cuh"
 
 namespace flashsplit {
 namespace gfx9 {
@@ -78,6 +79,7 @@ struct Policy {
   // workgroups of one wave per compute unit, so one is enough there.
   static constexpr int kMinOccupancy = Narrow ? 1 : 2;
   static constexpr int kDynamicSmemBytes = 0;  // LDS is static (Pipeline), so its size is known
+  static constexpr int kPagedSmemBytes = 0;    // paged k/v is not served on AMD (the gate)
 
   static constexpr Mfma kOp = tile_mfma<Narrow>();
   static constexpr MfmaShape kShape = mfma_shape(kOp);
@@ -158,19 +160,23 @@ struct Policy {
 
   struct Pipeline {
     const AttnFwdParams& p;
+    const portable::Sequence& seq;
     const Elem *q, *k, *v;
     int kv_head, m0 = 0, group = 1, stage = 0, next = 0;
     unsigned char* lds;
     Unit k_next[kKUnits];              // the next block's K units ...
     Word2 v_next[kVGroups][kPerLane];  // ... and V rows: 4 head-dim values of kPerLane keys
 
-    __device__ Pipeline(const AttnFwdParams& params, int batch, int kv_head_)
-        : p(params), kv_head(kv_head_) {
+    __device__ Pipeline(const AttnFwdParams& params, const portable::Sequence& sequence,
+                        int kv_head_)
+        : p(params), seq(sequence), kv_head(kv_head_) {
       __shared__ __attribute__((aligned(16))) unsigned char storage[kStages * kStageBytes];
       lds = storage;
-      q = static_cast<const Elem*>(p.q) + batch * p.q_batch_stride;
-      k = static_cast<const Elem*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
-      v = static_cast<const Elem*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
+      q = portable::sequence_queries<Elem>(p, seq);
+      k = portable::sequence_keys<Elem>(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride,
+                                        seq, kv_head);
+      v = portable::sequence_keys<Elem>(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride,
+                                        seq, kv_head);
     }
     // A buffer resource over a k/v head's rows from the segment that holds key0: segments are
     // 2^segment_rows_log2 rows of at most 2^kSegmentBytesLog2 bytes, and the resource spans
@@ -190,7 +196,7 @@ struct Policy {
     __device__ Rows rows_from(const Elem* head, int row_stride, int key0) const {
       const int log2 = segment_rows_log2(row_stride);
       const int first_key = key0 >> log2 << log2;
-      const int rows = p.sk - first_key < (2 << log2) ? p.sk - first_key : 2 << log2;
+      const int rows = seq.sk - first_key < (2 << log2) ? seq.sk - first_key : 2 << log2;
       const uint32_t bytes = 2u * static_cast<uint32_t>((rows - 1) * row_stride + D);
       return Rows{__builtin_amdgcn_make_buffer_rsrc(
                       const_cast<Elem*>(head) + static_cast<int64_t>(first_key) * row_stride, 0,
@@ -220,7 +226,7 @@ struct Policy {
         const Unit x = load_unit(rows.rsrc, 2u * static_cast<uint32_t>((key - rows.first_key) *
                                                                        stride) +
                                                 unit * Lds::kUnit);
-        k_next[i] = key < p.sk ? x : Unit{};
+        k_next[i] = key < seq.sk ? x : Unit{};
       }
     }
     // The same for its V rows.
@@ -235,7 +241,7 @@ struct Policy {
 #pragma unroll
         for (int c = 0; c < kPerLane; ++c) {
           const int key = key0 + Lds::vt_key(unit * kPerLane + c);
-          const bool valid = idx < kVGroupsTotal && key < p.sk;
+          const bool valid = idx < kVGroupsTotal && key < seq.sk;
           const Word2 x = __builtin_amdgcn_raw_buffer_load_b64(
               rows.rsrc, 2 * ((key - rows.first_key) * stride + d0), 0, 0);
           v_next[i][c] = valid ? x : Word2{};
@@ -318,7 +324,7 @@ struct Policy {
   // B operands; rows past the last are zero, and the sign flips for a negative scale.
   __device__ static void read_q(QFragment& q, const Pipeline& pipe, const Lanes& l, bool negate) {
     const int r = pipe.m0 + thread_row(l, 0);
-    const bool valid = r < pipe.p.sq * pipe.group;
+    const bool valid = r < pipe.seq.sq * pipe.group;
     const int row = valid ? r : 0;
     const Elem* src = pipe.q + static_cast<int64_t>(row / pipe.group) * pipe.p.q_row_stride +
                       static_cast<int64_t>(pipe.kv_head * pipe.group + row % pipe.group) *

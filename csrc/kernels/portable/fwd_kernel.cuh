@@ -1,6 +1,7 @@
 // The portable split-KV forward: one arch-neutral algorithm over an arch policy.
 //
-// One thread block owns one (batch, k/v head, tile of packed rows, split). The h/hk query heads
+// One thread block owns one (sequence, k/v head, tile of packed rows, split); a sequence is a
+// batch of a dense call or one of a varlen or kv-cache call's (sequence.cuh). The h/hk query heads
 // that share a k/v head are packed into the tile's rows (packed_rows in core/tiles.h), so each
 // K/V block is loaded once for the whole group and decode (sq = 1) fills rows with heads instead
 // of padding. The block walks its key blocks from last to first, so masking (keys past sk, the
@@ -13,7 +14,8 @@
 // it (Policy::Pipeline), the fragments and the matrix op, which rows and keys each thread's
 // accumulator registers hold, and the lane reductions over a row. Policies: sm80/policy.cuh
 // (mma.sync, warp32) and gfx9/policy.h (MFMA, wave64). What a policy provides:
-//   Elem, kHeadDim, kBlockM, kBlockN, kThreads, kMinOccupancy (FS_LAUNCH_BOUNDS), kDynamicSmemBytes
+//   Elem, kHeadDim, kBlockM, kBlockN, kThreads, kMinOccupancy (FS_LAUNCH_BOUNDS), kDynamicSmemBytes,
+//   kPagedSmemBytes        what a paged call's Pipeline adds to the dynamic shared memory
 //   Lanes                  this thread's place in the block (from threadIdx)
 //   kRows, thread_row      the query rows a thread holds: row i is tile row thread_row(lanes, i)
 //   Scores, kScoreRuns, kScoreRun, score(s, i, j, e), lane_key(lanes), run_key(j)
@@ -37,6 +39,7 @@
 #include "core/tiles.h"
 #include "kernels/attn_params.h"
 #include "kernels/fwd_common.cuh"
+#include "kernels/portable/sequence.cuh"
 
 namespace flashsplit {
 namespace portable {
@@ -49,33 +52,38 @@ __device__ __forceinline__ PackedRow unpack_row(int r, int group, int kv_head) {
   return PackedRow{r / group, kv_head * group + r % group};
 }
 
-// The block's work: its (batch, k/v head), first packed row, queries and key blocks.
+// The block's work: its (sequence, k/v head), first packed row, queries and key blocks.
 struct TileWork {
-  bool has_work;  // false for the grid's empty blocks (core/portable_grid.h)
-  int batch, kv_head, group, split;
+  bool has_work;  // false for the grid's empty blocks (core/portable_grid.h) and for tiles past
+                  // a short sequence's last row
+  Sequence seq;
+  int kv_head, group, split;
   int m0;           // first packed row of the tile
   int first_query;  // query of the tile's first packed row
   KeyBlockRange range;
 };
 
-template <int BlockM, int BlockN, bool Causal, bool Split>
+template <int BlockM, int BlockN, bool Causal, bool Split, KvLayout Layout>
 __device__ __forceinline__ TileWork locate_tile(const AttnFwdParams& p) {
   TileWork t;
   // Causal tiles late in the sequence do the most work: start them first.
   const int m_block = Causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const unsigned hk = p.hk;
   const PortableBlock block =
-      portable_block(blockIdx.y, blockIdx.z, Split ? p.num_splits : 1u, p.b * hk);
+      portable_block(blockIdx.y, blockIdx.z, Split ? p.num_splits : 1u, p.seqs * hk);
   t.has_work = block.has_work;
+  if (!t.has_work) return t;
   t.split = block.split;
-  t.batch = block.pair / hk;
+  t.seq = sequence_of<Layout>(p, block.pair / hk);
   t.kv_head = block.pair % hk;
   t.group = p.h / p.hk;
   t.m0 = m_block * BlockM;
   t.first_query = t.m0 / t.group;
+  const int sq = t.seq.sq, sk = t.seq.sk;
+  t.has_work = t.first_query < sq;
   const int tile_last_query = (t.m0 + BlockM - 1) / t.group;
-  const int last_query = tile_last_query < p.sq - 1 ? tile_last_query : p.sq - 1;
-  const int n_visible = visible_key_blocks(last_query + 1, p.sq, p.sk, BlockN, Causal);
+  const int last_query = tile_last_query < sq - 1 ? tile_last_query : sq - 1;
+  const int n_visible = visible_key_blocks(last_query + 1, sq, sk, BlockN, Causal);
   t.range = Split ? split_key_blocks(n_visible, p.num_splits, t.split)
                   : KeyBlockRange{0, n_visible};
   return t;
@@ -83,16 +91,16 @@ __device__ __forceinline__ TileWork locate_tile(const AttnFwdParams& p) {
 
 // -inf at the keys of block n a row may not see (only on blocks that hold such keys).
 template <class Policy, bool Causal>
-__device__ __forceinline__ void mask_scores(typename Policy::Scores& s, const AttnFwdParams& p,
+__device__ __forceinline__ void mask_scores(typename Policy::Scores& s, const Sequence& seq,
                                             const typename Policy::Lanes& lanes,
                                             const int (&queries)[Policy::kRows], int n,
                                             int first_query) {
   const int n0 = n * Policy::kBlockN;
-  if (!block_needs_mask(n0, Policy::kBlockN, first_query, p.sq, p.sk, Causal)) return;
+  if (!block_needs_mask(n0, Policy::kBlockN, first_query, seq.sq, seq.sk, Causal)) return;
   const int lane_key = n0 + Policy::lane_key(lanes);
 #pragma unroll
   for (int i = 0; i < Policy::kRows; ++i) {
-    const int limit = last_visible_key(queries[i], p.sq, p.sk, Causal);
+    const int limit = last_visible_key(queries[i], seq.sq, seq.sk, Causal);
 #pragma unroll
     for (int j = 0; j < Policy::kScoreRuns; ++j)
 #pragma unroll
@@ -146,7 +154,7 @@ __device__ __forceinline__ void walk_key_blocks(const AttnFwdParams& p, const Ti
                                                 float (&row_max)[Policy::kRows],
                                                 float (&row_sum)[Policy::kRows],
                                                 float scale_log2) {
-  typename Policy::Pipeline pipe(p, tile.batch, tile.kv_head);
+  typename Policy::Pipeline pipe(p, tile.seq, tile.kv_head);
   pipe.prologue(tile.m0, tile.group, tile.range.end - 1);
   typename Policy::QFragment q;
   for (int n = tile.range.end - 1; n >= tile.range.begin; --n) {
@@ -157,20 +165,20 @@ __device__ __forceinline__ void walk_key_blocks(const AttnFwdParams& p, const Ti
     typename Policy::Scores s;
     Policy::qk(s, q, pipe, lanes);
     pipe.scores_done(more);
-    mask_scores<Policy, Causal>(s, p, lanes, queries, n, tile.first_query);
+    mask_scores<Policy, Causal>(s, tile.seq, lanes, queries, n, tile.first_query);
     online_softmax<Policy>(s, o, row_max, row_sum, scale_log2);
     Policy::pv(o, s, pipe, lanes);
     pipe.release(more);
   }
 }
 
-template <class Policy, bool Causal, bool Split>
+template <class Policy, bool Causal, bool Split, KvLayout Layout>
 __global__ void FS_LAUNCH_BOUNDS(Policy::kThreads, Policy::kMinOccupancy)
     portable_fwd_kernel(const AttnFwdParams p) {
   using Elem = typename Policy::Elem;
   constexpr int kRows = Policy::kRows;
   allow_dependent_launch();  // the split path's combine may now be scheduled
-  const TileWork tile = locate_tile<Policy::kBlockM, Policy::kBlockN, Causal, Split>(p);
+  const TileWork tile = locate_tile<Policy::kBlockM, Policy::kBlockN, Causal, Split, Layout>(p);
   if (!tile.has_work) return;
   const typename Policy::Lanes lanes;
   // The packed row of this thread's row i.
@@ -195,9 +203,9 @@ __global__ void FS_LAUNCH_BOUNDS(Policy::kThreads, Policy::kMinOccupancy)
   for (int i = 0; i < kRows; ++i) {
     const float sum = Policy::row_sum(row_sum[i]);  // every lane reduces before padding leaves
     const PackedRow row = row_of(i);
-    if (row.query >= p.sq) continue;  // a padding row past the last packed row
+    if (row.query >= tile.seq.sq) continue;  // a padding row past the last packed row
     write_row_runs<Elem, Policy::kHeadDim, Split, Policy::kOutRun, Policy::kOutRuns>(
-        p, tile.batch, row.head, row.query, tile.split,
+        p, tile.seq.batch, row.head, tile.seq.row0 + row.query, tile.split,
         finished_row_scale(row_max[i], scale_log2, sum), Policy::writes_row_stats(lanes),
         Policy::lane_col(lanes), [](int j) { return Policy::run_col(j); },
         [&](int j, int e) { return Policy::out(o, i, j, e); });

@@ -11,11 +11,12 @@
 namespace flashsplit {
 namespace portable {
 
-template <class Policy, bool Causal, bool Split>
+template <class Policy, bool Causal, bool Split, KvLayout Layout>
 void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                     LaunchRecord* record) {
-  auto kernel = portable_fwd_kernel<Policy, Causal, Split>;
-  constexpr int kSmem = Policy::kDynamicSmemBytes;
+  auto kernel = portable_fwd_kernel<Policy, Causal, Split, Layout>;
+  constexpr int kSmem =
+      Policy::kDynamicSmemBytes + (Layout == KvLayout::kPaged ? Policy::kPagedSmemBytes : 0);
   // Above 48 KB a block must opt in to its dynamic shared memory.
   if constexpr (kSmem > 0) {
     FS_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, kSmem));
@@ -32,17 +33,32 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
   }
 }
 
+template <class Policy, KvLayout Layout>
+void launch_masking(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
+                    LaunchRecord* record) {
+  const bool split = plan.num_splits > 1;
+  if (params.causal) {
+    split ? launch_variant<Policy, true, true, Layout>(params, plan, stream, record)
+          : launch_variant<Policy, true, false, Layout>(params, plan, stream, record);
+  } else {
+    split ? launch_variant<Policy, false, true, Layout>(params, plan, stream, record)
+          : launch_variant<Policy, false, false, Layout>(params, plan, stream, record);
+  }
+}
+
+// The instance for the call's k/v layout (sequence.cuh). A policy without paged copies
+// (kPagedSmemBytes 0) has no paged instance; the gate keeps paged calls from it.
 template <class Policy>
 void launch_policy(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                    LaunchRecord* record) {
-  const bool split = plan.num_splits > 1;
-  if (params.causal) {
-    split ? launch_variant<Policy, true, true>(params, plan, stream, record)
-          : launch_variant<Policy, true, false>(params, plan, stream, record);
-  } else {
-    split ? launch_variant<Policy, false, true>(params, plan, stream, record)
-          : launch_variant<Policy, false, false>(params, plan, stream, record);
+  if (!plan.sequences) return launch_masking<Policy, KvLayout::kDense>(params, plan, stream, record);
+  if (!plan.paged) {
+    return launch_masking<Policy, KvLayout::kSequences>(params, plan, stream, record);
   }
+  if constexpr (Policy::kPagedSmemBytes > 0) {
+    return launch_masking<Policy, KvLayout::kPaged>(params, plan, stream, record);
+  }
+  throw std::logic_error("flashsplit: this kernel family has no paged k/v kernels");
 }
 
 // The plan's tiles are one of a policy's two shapes: the narrow decode tile or the wide one.

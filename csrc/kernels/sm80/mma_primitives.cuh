@@ -20,6 +20,18 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
                "r"(valid ? 16 : 0)
                : "memory");
 }
+// cp_async_16 without the compiler-level memory clobber: shared-memory reads around it may be
+// scheduled across it. For copies into a stage nothing reads before the next wait and barrier
+// (whose asm orders those reads), where the reads it must not wait for (a paged walk's
+// block-table entries) sit between the copies.
+__device__ __forceinline__ void cp_async_16_unordered(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+// One 4-byte word (block-table entries), through L1.
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

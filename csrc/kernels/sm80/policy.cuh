@@ -11,9 +11,11 @@
 
 #include <cstdint>
 
+#include "core/fast_divmod.h"
 #include "core/portable_tiles.h"
 #include "kernels/attn_params.h"
 #include "kernels/fwd_common.cuh"
+#include "kernels/portable/sequence.cuh"
 #include "kernels/sm80/mma_primitives.cuh"
 
 namespace flashsplit {
@@ -49,15 +51,100 @@ __device__ __forceinline__ void load_tile(Elem* smem, const Elem* gmem, int64_t 
   }
 }
 
+// The block-table entries of the pages a paged walk's key blocks touch, in shared memory: block
+// n's entries are copied while block n + 2 is computed (cp.async, in the commit group of that
+// step's K/V copies), so they have landed when block n's K/V copies are issued and neither the
+// table's latency nor a register waits on it. Four slots, by block number mod 4.
+template <int BlockN, int Threads>
+struct PageTable {
+  static constexpr int kSlots = 4;
+  static constexpr int kSlotEntries = BlockN + 1;  // pages BlockN keys can touch
+  static constexpr int kSmemBytes = kSlots * kSlotEntries * static_cast<int>(sizeof(int));
+  int* slots = nullptr;          // shared: [kSlots][kSlotEntries]
+  const int* pages = nullptr;    // the sequence's row of the block table
+  FastDivmod page_size{1};
+  int sk = 0;
+
+  __device__ int first_page(int n) const { return page_size.div(n * BlockN); }
+  __device__ int* slot(int n) const { return slots + (n & (kSlots - 1)) * kSlotEntries; }
+  // The entries block n's keys need (none for a block before the first or past the last key).
+  __device__ int entries(int n) const {
+    const int last_key = min((n + 1) * BlockN, sk) - 1;
+    return n < 0 || last_key < n * BlockN ? 0 : page_size.div(last_key) - first_page(n) + 1;
+  }
+  __device__ void copy(int n) const {  // synchronous: the walk's first blocks
+    const int first = first_page(n), count = entries(n);
+    for (int j = static_cast<int>(threadIdx.x); j < count; j += Threads) slot(n)[j] = pages[first + j];
+  }
+  __device__ void copy_async(int n) const {
+    const int first = first_page(n), count = entries(n);
+    for (int j = static_cast<int>(threadIdx.x); j < count; j += Threads) {
+      cp_async_4(smem_addr(slot(n) + j), pages + first + j);
+    }
+  }
+};
+
+// load_tile for paged rows: key j of block n lives in page table.slot(n)[j / page_size -
+// first_page(n)], row j % page_size; head points at the head's first element in page 0, row 0.
+// A thread's rows are kRowStep apart. Where pages are a power of two of at least kRowStep rows
+// (every page size in use), all threads cross into the next page at the same row index, so
+// the walk advances one pointer as load_tile does and reads a table entry only there. Other
+// page sizes find each row's page on its own (the copies then go without a memory clobber, so
+// the table reads of all rows are scheduled ahead of them).
+template <int Rows, int D, int Threads, class Elem>
+__device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
+                                                const PageTable<Rows, Threads>& table,
+                                                int64_t page_stride, int64_t row_stride, int n,
+                                                int n_valid) {
+  constexpr int kChunks = D / 8;
+  constexpr int kRowStep = Threads / kChunks;
+  const int chunk = static_cast<int>(threadIdx.x) % kChunks;
+  const int first_row = static_cast<int>(threadIdx.x) / kChunks;
+  const int first_page = table.first_page(n);
+  const int* entries = table.slot(n);
+  const int page_size = table.page_size.divisor();
+  const Elem* row0 = head + chunk * 8;
+  if ((page_size & (page_size - 1)) == 0 && page_size >= kRowStep) {
+    const int key0 = n * Rows + first_row;
+    int page = first_page;
+    const Elem* src = row0 + static_cast<int64_t>(entries[0]) * page_stride +
+                      static_cast<int64_t>(key0 & (page_size - 1)) * row_stride;
+#pragma unroll
+    for (int i = 0; i < Rows / kRowStep; ++i) {
+      if (i > 0 && ((i * kRowStep) & (page_size - 1)) == 0) {  // the next page, from its start
+        ++page;
+        src = row0 + static_cast<int64_t>(entries[page - first_page]) * page_stride +
+              static_cast<int64_t>(first_row) * row_stride;
+      }
+      const int row = first_row + i * kRowStep;
+      const bool valid = key0 + i * kRowStep < n_valid;
+      cp_async_16(smem_addr(smem + swizzled<D>(row, chunk)), valid ? src : head, valid);
+      src += kRowStep * row_stride;
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < Rows / kRowStep; ++i) {
+    const int row = first_row + i * kRowStep;
+    const int key = n * Rows + row;
+    const int page = table.page_size.div(key);
+    const int64_t entry = entries[page - first_page];
+    const Elem* src = row0 + entry * page_stride +
+                      static_cast<int64_t>(table.page_size.mod(key, page)) * row_stride;
+    const bool valid = key < n_valid;
+    cp_async_16_unordered(smem_addr(smem + swizzled<D>(row, chunk)), valid ? src : head, valid);
+  }
+}
+
 // Copies packed rows [row0, row0 + Rows) of q into shared memory; rows past sq * group are
-// zero-filled. q points at (batch, query 0, head 0).
+// zero-filled. q points at the sequence's (query 0, head 0).
 template <int Rows, int D, int Threads, class Elem>
 __device__ __forceinline__ void load_packed_q(Elem* smem, const Elem* q, const AttnFwdParams& p,
-                                              int row0, int group, int kv_head) {
+                                              int sq, int row0, int group, int kv_head) {
   constexpr int kChunks = D / 8;
   constexpr int kTotal = Rows * kChunks;
   static_assert(kTotal % Threads == 0, "every thread copies the same number of chunks");
-  const int n_valid = p.sq * group;
+  const int n_valid = sq * group;
 #pragma unroll
   for (int i = 0; i < kTotal / Threads; ++i) {
     int idx = i * Threads + static_cast<int>(threadIdx.x);
@@ -65,7 +152,8 @@ __device__ __forceinline__ void load_packed_q(Elem* smem, const Elem* q, const A
     bool valid = row0 + row < n_valid;
     const int r = valid ? row0 + row : 0;
     const int query = r / group, head = kv_head * group + r % group;
-    const Elem* src = q + query * p.q_row_stride + head * p.q_head_stride + chunk * 8;
+    const Elem* src = q + static_cast<int64_t>(query) * p.q_row_stride + head * p.q_head_stride +
+                      chunk * 8;
     cp_async_16(smem_addr(smem + swizzled<D>(row, chunk)), src, valid);
   }
 }
@@ -81,8 +169,9 @@ struct Policy {
   static constexpr int kThreads = kConfig.warps * 32;
   static constexpr int kMinOccupancy = kConfig.blocks_per_sm;  // blocks per SM
   // Q, plus two stages of (K, V) in dynamic shared memory: the next pair streams in while the
-  // current one is used.
+  // current one is used; kernels of paged k/v add their page-table slots (PageTable) behind.
   static constexpr int kDynamicSmemBytes = (kBlockM + 4 * kBlockN) * D * 2;
+  static constexpr int kPagedSmemBytes = PageTable<kBlockN, kThreads>::kSmemBytes;
   static_assert(kBlockM == 16 * kConfig.warps * kMTiles, "each warp owns kMTiles tiles of 16 rows");
   static_assert(D % 64 == 0, "the swizzle needs at least 8 chunks per row");
   static_assert(kBlockN % 16 == 0, "key blocks are walked 16 keys at a time");
@@ -132,34 +221,64 @@ struct Policy {
   // Q, then K and V through the two-stage ring (shared memory in dynamic smem).
   struct Pipeline {
     const AttnFwdParams& p;
+    const portable::Sequence& seq;
     const int kv_head;
     const Elem *q, *k, *v;
     Elem *sQ, *sK0, *sV0;  // stage s: K at sK0 + s * kBlockN * D, V likewise
     int stage = 0;
+    PageTable<kBlockN, kThreads> table;  // paged k/v only
 
-    __device__ Pipeline(const AttnFwdParams& params, int batch, int kv_head_)
-        : p(params), kv_head(kv_head_) {
+    __device__ Pipeline(const AttnFwdParams& params, const portable::Sequence& sequence,
+                        int kv_head_)
+        : p(params), seq(sequence), kv_head(kv_head_) {
       extern __shared__ __align__(128) unsigned char smem_raw[];
       sQ = reinterpret_cast<Elem*>(smem_raw);
       sK0 = sQ + kBlockM * D;
       sV0 = sK0 + 2 * kBlockN * D;
-      q = static_cast<const Elem*>(p.q) + batch * p.q_batch_stride;
-      k = static_cast<const Elem*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
-      v = static_cast<const Elem*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
+      q = portable::sequence_queries<Elem>(p, seq);
+      k = portable::sequence_keys<Elem>(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride,
+                                        seq, kv_head);
+      v = portable::sequence_keys<Elem>(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride,
+                                        seq, kv_head);
+      if (paged()) {
+        table.slots = reinterpret_cast<int*>(smem_raw + kDynamicSmemBytes);
+        table.pages = seq.pages;
+        table.page_size = FastDivmod(p.page_size);
+        table.sk = seq.sk;
+      }
     }
+    __device__ bool paged() const { return seq.pages != nullptr; }
     __device__ void load_kv(int to_stage, int n) {
-      load_tile<kBlockN, D, kThreads>(sK0 + to_stage * kBlockN * D, k, p.k_row_stride, n * kBlockN, p.sk);
-      load_tile<kBlockN, D, kThreads>(sV0 + to_stage * kBlockN * D, v, p.v_row_stride, n * kBlockN, p.sk);
+      Elem* sK = sK0 + to_stage * kBlockN * D;
+      Elem* sV = sV0 + to_stage * kBlockN * D;
+      if (paged()) {
+        load_paged_tile<kBlockN, D, kThreads>(sK, k, table, p.k_batch_stride, p.k_row_stride,
+                                              n, seq.sk);
+        load_paged_tile<kBlockN, D, kThreads>(sV, v, table, p.v_batch_stride, p.v_row_stride,
+                                              n, seq.sk);
+        return;
+      }
+      load_tile<kBlockN, D, kThreads>(sK, k, p.k_row_stride, n * kBlockN, seq.sk);
+      load_tile<kBlockN, D, kThreads>(sV, v, p.v_row_stride, n * kBlockN, seq.sk);
     }
-    // The tile's Q and its first key block n.
+    // The tile's Q and its first key block n (paged k/v: first the page-table entries of
+    // blocks n and n - 1, then those of n - 2 start beside the copies).
     __device__ void prologue(int m0, int group, int n) {
-      load_packed_q<kBlockM, D, kThreads>(sQ, q, p, m0, group, kv_head);
+      if (paged()) {
+        table.copy(n);
+        table.copy(n - 1);
+        __syncthreads();
+      }
+      load_packed_q<kBlockM, D, kThreads>(sQ, q, p, seq.sq, m0, group, kv_head);
       load_kv(0, n);
+      if (paged()) table.copy_async(n - 2);
       cp_async_commit();
     }
-    // Starts key block n into the other stage, which every warp left at the last release.
+    // Starts key block n into the other stage, which every warp left at the last release
+    // (paged k/v: and the page-table entries of block n - 2).
     __device__ void fetch(int n) {
       load_kv(stage ^ 1, n);
+      if (paged()) table.copy_async(n - 2);
       cp_async_commit();
     }
     // The current stage (and Q) landed for every thread's copies.

@@ -1,0 +1,143 @@
+"""Decode against a kv cache: flashsplit's flash_attn_with_kvcache (contiguous and paged caches)
+next to FlashAttention-3's flash_attn_with_kvcache (when installed) and SDPA cuDNN on the same
+keys, GPU time per call and the HBM bandwidth it reaches.
+
+Every method of a shape is timed in one interleaved measurement (benchmarks/_timing.py: CUDA
+events, the L2 written between calls by rotating input sets, orders rotated). Bandwidth counts
+the bytes a call must move: the cache's used keys and values, q and out.
+
+    python benchmarks/bench_kvcache.py [--shape b,sq,h,hk,s_cache,d ...] [--pages 16,64,256]
+                                       [--out DIR]
+"""
+
+import argparse
+import math
+import os
+import sys
+from collections import OrderedDict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _timing as T  # noqa: E402
+
+# (b, sq, h, hk, s_cache, d): decode over batch, grouping, cache length and head dim.
+DEFAULT_SHAPES = [
+    (1, 1, 8, 8, 2048, 128), (1, 1, 32, 8, 32768, 128), (1, 1, 64, 8, 524288, 128),
+    (1, 1, 16, 1, 131072, 128), (8, 1, 32, 8, 8192, 128), (8, 1, 8, 8, 32768, 64),
+    (16, 1, 128, 8, 16384, 128), (64, 1, 32, 8, 2048, 128), (64, 1, 64, 8, 8192, 128),
+    (64, 1, 16, 16, 4096, 64), (32, 1, 32, 4, 32768, 128), (4, 1, 16, 16, 65536, 64),
+]
+
+
+def parse_shape(text):
+    parts = [int(x) for x in text.split(",")]
+    if len(parts) != 6:
+        raise argparse.ArgumentTypeError("a shape is b,sq,h,hk,s_cache,d")
+    return tuple(parts)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shape", type=parse_shape, action="append",
+                   help="b,sq,h,hk,s_cache,d (repeatable; default: a decode grid)")
+    p.add_argument("--pages", default="16,64,256", help="page sizes of the paged runs")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--out", default=None, help="directory for bench_kvcache.csv")
+    args = p.parse_args(argv)
+    args.shapes = args.shape or DEFAULT_SHAPES
+    args.page_sizes = T.parse_int_list(args.pages)
+    return args
+
+
+def paged(torch, cache, page_size, gen):
+    """cache (b, s, hk, d) as shuffled pages (pages, page_size, hk, d) and its block table."""
+    b, s = cache.shape[:2]
+    per_seq = math.ceil(s / page_size)
+    order = torch.randperm(b * per_seq, generator=gen).to("cuda")
+    padded = torch.nn.functional.pad(cache, (0, 0, 0, 0, 0, per_seq * page_size - s))
+    pages = torch.empty((b * per_seq, page_size) + tuple(cache.shape[2:]), dtype=cache.dtype,
+                        device="cuda")
+    pages[order] = padded.reshape((b * per_seq, page_size) + tuple(cache.shape[2:]))
+    return pages, order.view(b, per_seq).to(torch.int32)
+
+
+def methods(torch, flashsplit, shape, sets, page_sizes):
+    """name -> runner(q, k, v, extra) and the per-set extras the runners take."""
+    b, sq, h, hk, s, d = shape
+    lens = torch.full((b,), s, dtype=torch.int32, device="cuda")
+    causal = sq > 1
+    runners = OrderedDict()
+    runners["flashsplit"] = lambda q, k, v, x: flashsplit.flash_attn_with_kvcache(
+        q, k, v, cache_seqlens=lens, causal=causal)
+    gen = torch.Generator().manual_seed(0)
+    extras = [dict() for _ in sets]
+    for page in page_sizes:
+        for (q, k, v), extra in zip(sets, extras):
+            k_pages, table = paged(torch, k, page, gen)
+            v_pages, _ = paged(torch, v, page, torch.Generator().manual_seed(0))
+            extra[page] = (k_pages, v_pages, table)
+        runners[f"flashsplit_page{page}"] = (
+            lambda q, k, v, x, page=page: flashsplit.flash_attn_with_kvcache(
+                q, x[page][0], x[page][1], cache_seqlens=lens, block_table=x[page][2],
+                causal=causal))
+    fa3 = T.fa3_module()
+    if fa3 is not None and hasattr(fa3, "flash_attn_with_kvcache"):
+        runners["fa3"] = lambda q, k, v, x: fa3.flash_attn_with_kvcache(
+            q, k, v, cache_seqlens=lens, causal=causal)
+    for name, (run, _reason) in T.peer_runners(torch, *sets[0], causal, ["sdpa_cudnn"]).items():
+        if run is not None:
+            runners[name] = lambda q, k, v, x, run=run: run(q, k, v)
+    return runners, extras
+
+
+def run_shape(torch, flashsplit, args, shape, rows):
+    b, sq, h, hk, s, d = shape
+    sets = T.make_input_sets(torch, b, h, hk, sq, s, d, torch.bfloat16, max_sets=4)
+    runners, extras = methods(torch, flashsplit, shape, sets, args.page_sizes)
+    arg_sets = [(q, k, v, x) for (q, k, v), x in zip(sets, extras)]
+    io = T.attention_io_bytes(b, h, hk, sq, s, d, 2)
+    timed = []
+    for name, runner in runners.items():
+        row = OrderedDict(shape=",".join(map(str, shape)), method=name, ms=None, status="ok")
+        try:
+            runner(*arg_sets[0])
+            timed.append((row, runner))
+        except Exception as exc:  # noqa: BLE001 - report, never crash the sweep
+            row.update(status="error", note=T.short_reason(str(exc)))
+        rows.append(row)
+    T.time_rows_interleaved(torch, timed, arg_sets, args.warmup, args.reps,
+                            max_seconds=4.0 * len(timed))
+    for row, _ in timed:
+        row["tb_per_s"] = io / (row["ms"] * 1e-3) / 1e12
+    del sets, extras, arg_sets
+    torch.cuda.empty_cache()
+    return {row["method"]: row for row, _ in timed}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    torch = T.require_cuda("bench_kvcache")
+    flashsplit = T.import_flashsplit("bench_kvcache")
+    rows, table = [], []
+    for shape in args.shapes:
+        T.progress(f"bench_kvcache: {shape}")
+        result = run_shape(torch, flashsplit, args, shape, rows)
+        fs = result.get("flashsplit")
+        cells = [",".join(map(str, shape)), T.fmt(fs and fs["ms"] * 1e3, 4),
+                 T.fmt(fs and fs["tb_per_s"], 3)]
+        for other in ["fa3", "sdpa_cudnn"] + [f"flashsplit_page{p}" for p in args.page_sizes]:
+            peer = result.get(other)
+            cells.append(T.fmt(peer["ms"] / fs["ms"], 3) if peer and fs else "n/a")
+        table.append(cells)
+    header = ["b,sq,h,hk,s,d", "fs us", "fs TB/s", "fa3/fs", "cudnn/fs"] + \
+        [f"page{p}/fs" for p in args.page_sizes]
+    print(T.format_table(table, header))
+    print("x/fs: the other method's time over flashsplit's contiguous-cache time "
+          "(> 1: flashsplit is faster; page columns: paged flashsplit, < 1.10 is within 10%)")
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        T.write_csv(os.path.join(args.out, "bench_kvcache.csv"), rows)
+
+
+if __name__ == "__main__":
+    main()
