@@ -11,6 +11,7 @@ kernels run under the default and the reversed wave order with poisoned register
 outputs, and are compared with a float64 reference: an output passes when its error is at most
 twice that of the same attention with probabilities and output rounded to the inputs'
 precision, plus 1e-3; lse to 1e-4 relative; rows that see no key are 0 and -inf; NaN never passes.
+The instances for calls of sequences of their own lengths (varlen, kv cache) run the same way.
 
 Runs where FLASHSPLIT_AMD_EMU names the emulator harness (amd_emulator.py); skips otherwise.
 """
@@ -153,26 +154,125 @@ class Case:
         b, h, hk, sq, sk = self.shape
         out = from_bits(buffers["out"].reshape(self.q_bits.shape), self.dtype)
         lse = buffers["lse"].view(np.float32).astype(np.float64).reshape(b, h, sq)
-        found = []
-        if np.isnan(out[..., :self.d]).any() or np.isnan(lse).any():
-            found.append("NaN or unwritten (poison) values")
-        if not (buffers["out"].reshape(self.q_bits.shape)[..., self.d:] == POISON16).all():
-            found.append("wrote into the row padding")
-        seen = np.isfinite(self.ref_lse).transpose(0, 2, 1)  # (b, sq, h)
-        o = out[..., :self.d]
-        err = np.abs(o - self.ref)[seen].max(initial=0)
-        bound = 2 * np.abs(self.lowp - self.ref)[seen].max(initial=0) + 1e-3
-        if not err <= bound:
-            found.append(f"out error {err:.2e} > {bound:.2e}")
-        if (o[~seen] != 0).any():
-            found.append("rows that see no key are not 0")
-        fin = np.isfinite(self.ref_lse)
-        lse_err = np.abs(lse[fin] - self.ref_lse[fin]).max(initial=0)
-        if not lse_err <= 1e-4 * max(1.0, np.abs(self.ref_lse[fin]).max(initial=0)):
-            found.append(f"lse error {lse_err:.2e}")
-        if not (np.isneginf(lse) == ~fin).all():
-            found.append("lse -inf where a row sees keys, or finite where it sees none")
-        return found, err, bound, lse_err
+        padding_kept = (buffers["out"].reshape(self.q_bits.shape)[..., self.d:] == POISON16).all()
+        return compare(out[..., :self.d], lse, self.ref, self.ref_lse, self.lowp, padding_kept)
+
+
+def compare(o, lse, ref, ref_lse, lowp, padding_kept):
+    """check()'s verdict on out o (b, sq, h, d) and lse (b, h, sq) against the references."""
+    found = []
+    if np.isnan(o).any() or np.isnan(lse).any():
+        found.append("NaN or unwritten (poison) values")
+    if not padding_kept:
+        found.append("wrote into the row padding")
+    seen = np.isfinite(ref_lse).transpose(0, 2, 1)  # (b, sq, h)
+    err = np.abs(o - ref)[seen].max(initial=0)
+    bound = 2 * np.abs(lowp - ref)[seen].max(initial=0) + 1e-3
+    if not err <= bound:
+        found.append(f"out error {err:.2e} > {bound:.2e}")
+    if (o[~seen] != 0).any():
+        found.append("rows that see no key are not 0")
+    fin = np.isfinite(ref_lse)
+    lse_err = np.abs(lse[fin] - ref_lse[fin]).max(initial=0)
+    if not lse_err <= 1e-4 * max(1.0, np.abs(ref_lse[fin]).max(initial=0)):
+        found.append(f"lse error {lse_err:.2e}")
+    if not (np.isneginf(lse) == ~fin).all():
+        found.append("lse -inf where a row sees keys, or finite where it sees none")
+    return found, err, bound, lse_err
+
+
+class SequenceCase:
+    """A call of sequences of their own lengths, as the kernels take varlen and kv-cache calls:
+    varlen packs each sequence's queries and keys one after another (cu_seqlens); the kv-cache
+    form keeps q dense and takes each sequence's key count (seqused_k) and cache batch
+    (kv_batch_idx) from a cache longer than any of them."""
+
+    kv_layout = 1
+
+    def __init__(self, target, dtype, d, varlen, causal, split, seed):
+        self.target, self.dtype, self.d, self.causal = target, dtype, d, causal
+        self.varlen = varlen
+        rng = np.random.default_rng(seed)
+        pad = 8
+        if varlen:  # prefill-like: odd lengths, an empty sequence, the wide tile
+            self.q_lens, self.k_lens, h, hk = [37, 0, 70], [91, 13, 60], 4, 2
+            self.rows_q, self.rows_k = sum(self.q_lens), sum(self.k_lens)
+            q_shape, k_shape = (1, self.rows_q, h, d + pad), (1, self.rows_k, hk, d + pad)
+        else:  # decode from a cache: rows 3 and 0 of a 4-row cache of 200 keys
+            self.q_lens, self.k_lens, h, hk = [1, 1], [157, 60], 8, 2
+            self.kv_batch, self.rows_k = [3, 0], 200
+            q_shape, k_shape = (2, 1, h, d + pad), (4, self.rows_k, hk, d + pad)
+        self.shape = (len(self.q_lens), h, hk, max(self.q_lens), max(self.k_lens))
+        self.plan = plan_for(target, *self.shape, d, causal, 3 if split else 1)
+        self.narrow = self.plan["details"]["block_m"] == 16
+        assert (self.plan["num_splits"] > 1) == split and self.narrow == (not varlen), self.plan
+        self.q_bits, self.k_bits, self.v_bits = (
+            to_bits(rng.standard_normal(shape), dtype) for shape in (q_shape, k_shape, k_shape))
+        self.scale = d ** -0.5
+        self.refs = []  # per sequence: (q rows of out, reference, lse, low-precision out)
+        q, k, v = (from_bits(x[..., :d], dtype) for x in (self.q_bits, self.k_bits, self.v_bits))
+        rounded = lambda x: from_bits(to_bits(x, dtype), dtype)
+        for i, (nq, nk) in enumerate(zip(self.q_lens, self.k_lens)):
+            if varlen:
+                q0, k0 = sum(self.q_lens[:i]), sum(self.k_lens[:i])
+                qi, ki, vi = q[:, q0:q0 + nq], k[:, k0:k0 + nk], v[:, k0:k0 + nk]
+            else:
+                row = self.kv_batch[i]
+                qi, ki, vi = q[i:i + 1], k[row:row + 1, :nk], v[row:row + 1, :nk]
+            ref, ref_lse = reference(qi, ki, vi, causal, self.scale)
+            lowp = rounded(reference(qi, ki, vi, causal, self.scale, rounded)[0])
+            self.refs.append((ref, ref_lse, lowp))
+        self.index = {}
+        if varlen:
+            self.index["cu_seqlens_q"] = np.cumsum([0] + self.q_lens).astype(np.int32)
+            self.index["cu_seqlens_k"] = np.cumsum([0] + self.k_lens).astype(np.int32)
+        else:
+            self.index["seqused_k"] = np.array(self.k_lens, np.int32)
+            self.index["kv_batch_idx"] = np.array(self.kv_batch, np.int32)
+
+    def params(self):
+        bq, rows_q, h, pad = self.q_bits.shape
+        bk, rows_k, hk, _ = self.k_bits.shape
+        return emu.attn_params(
+            {"elem": "ElemType::kBFloat16" if self.dtype == "bf16" else "ElemType::kFloat16",
+             "b": bq, "sq": rows_q, "sk": rows_k, "h": h, "hk": hk, "d": self.d,
+             "seqs": len(self.q_lens),
+             "q_batch_stride": rows_q * h * pad, "q_row_stride": h * pad, "q_head_stride": pad,
+             "k_batch_stride": rows_k * hk * pad, "k_row_stride": hk * pad, "k_head_stride": pad,
+             "v_batch_stride": rows_k * hk * pad, "v_row_stride": hk * pad, "v_head_stride": pad,
+             "o_batch_stride": rows_q * h * pad, "o_row_stride": h * pad, "o_head_stride": pad,
+             "softmax_scale": self.scale, "causal": int(self.causal),
+             "num_splits": self.plan["num_splits"]},
+            dict({"q": "q", "k": "k", "v": "v", "out": "out", "lse": "lse",
+                  "o_accum": "o_accum", "lse_accum": "lse_accum"},
+                 **{name: name for name in self.index}))
+
+    def buffers(self):
+        bq, rows_q, h, _ = self.q_bits.shape
+        g = self.plan["num_splits"]
+        return dict({"q": self.q_bits.reshape(-1), "k": self.k_bits.reshape(-1),
+                     "v": self.v_bits.reshape(-1),
+                     "out": np.full(self.q_bits.size, POISON16, np.uint16),
+                     "lse": np.full(bq * h * rows_q, POISON32, np.uint32),
+                     "o_accum": np.full(g * bq * h * rows_q * self.d, POISON32, np.uint32),
+                     "lse_accum": np.full(g * bq * h * rows_q, POISON32, np.uint32)},
+                    **self.index)
+
+    def check(self, buffers):
+        bq, rows_q, h, _ = self.q_bits.shape
+        out = from_bits(buffers["out"].reshape(self.q_bits.shape), self.dtype)[..., :self.d]
+        lse = buffers["lse"].view(np.float32).astype(np.float64).reshape(bq, h, rows_q)
+        padding_kept = (buffers["out"].reshape(self.q_bits.shape)[..., self.d:] == POISON16).all()
+        verdicts = []
+        for i, (ref, ref_lse, lowp) in enumerate(self.refs):
+            if self.varlen:
+                q0, nq = sum(self.q_lens[:i]), self.q_lens[i]
+                o_i, lse_i = out[:, q0:q0 + nq], lse[:, :, q0:q0 + nq]
+            else:
+                o_i, lse_i = out[i:i + 1], lse[i:i + 1]
+            verdicts.append(compare(o_i, lse_i, ref, ref_lse, lowp, padding_kept))
+        found = sorted({f for v in verdicts for f in v[0]})
+        return (found,) + tuple(max(v[j] for v in verdicts) for j in (1, 2, 3))
 
 
 def symbol_of(names, needle):
@@ -199,9 +299,10 @@ def producer_launch(case, kernels, order):
     elem = "__hip_bfloat16" if case.dtype == "bf16" else "__half"
     narrow = "true" if case.plan["details"]["block_m"] == 16 else "false"
     split = "true" if case.plan["num_splits"] > 1 else "false"
+    layout = getattr(case, "kv_layout", 0)  # portable::KvLayout: 0 dense, 1 sequences
     symbol = symbol_of(names, f"gfx9::Policy<{elem}, {case.d}, {narrow}>, "
                               f"{str(case.causal).lower()}, {split}, "
-                              "(flashsplit::portable::KvLayout)0>")
+                              f"(flashsplit::portable::KvLayout){layout}>")
     return emu.Launch(code_object, symbol, grid=case.plan["details"]["forward_grid"],
                       block=(meta[symbol]["max_flat_workgroup_size"], 1, 1),
                       args=[case.params()], buffers=case.buffers(), order=order, poison=True)
@@ -272,4 +373,22 @@ def test_gfx9_buffer_base_moves_along_a_head_on_emulator(tmp_path, capsys):
         case = Case(target, "bf16", d, narrow, False, split, 1000 + seed, sk=300)
         cases.append((case, "fwd", combine))
         producers.append(producer_launch(case, kernels, "fwd"))
+    run_and_check(cases, producers, capsys)
+
+
+def test_gfx9_sequences_on_emulator(tmp_path, capsys):
+    """The kernels of calls of sequences of their own lengths (KvLayout::kSequences): varlen
+    prefill on the wide tile (odd lengths, an empty sequence, causal or not) and decode from a
+    cache longer than its sequences, through a batch index, on the narrow tile; one split and
+    several."""
+    emu.require_emulator()
+    cases, producers = [], []
+    for target in emu.EMU_TARGETS:
+        tc.require_compiler(target)
+        kernels, combine = build_kernels(target, str(tmp_path), dtypes=("bf16",))
+        for seed, (d, varlen, causal, split) in enumerate(itertools.product(
+                (64, 128), (True, False), (False, True), (False, True))):
+            case = SequenceCase(target, "bf16", d, varlen, causal, split, 2000 + seed)
+            cases.append((case, "fwd", combine))
+            producers.append(producer_launch(case, kernels, "fwd"))
     run_and_check(cases, producers, capsys)
