@@ -195,6 +195,7 @@ enum hipFuncAttribute { hipFuncAttributeMaxDynamicSharedMemorySize = 8 };
 const char* hipGetErrorString(hipError_t error);
 hipError_t hipGetLastError();
 hipError_t hipFuncSetAttribute(const void* func, hipFuncAttribute attr, int value);
+hipError_t hipGetDevice(int* device);
 hipError_t hipMemsetAsync(void* dst, int value, size_t size_bytes, hipStream_t stream);
 template <class Kernel, class... Args>
 void hipLaunchKernelGGL(Kernel kernel, const dim3& grid, const dim3& block, uint32_t shared_bytes,

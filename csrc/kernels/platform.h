@@ -3,6 +3,8 @@
 // for either; matrix-core code lives in per-target folders (sm80/, sm90/, gfx9/).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -30,6 +32,7 @@ using gpu_fp16_t = __half;
 #define gpuFuncSetAttribute hipFuncSetAttribute
 #define gpuFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
 #define gpuMemsetAsync hipMemsetAsync
+#define gpuGetDevice hipGetDevice
 #else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -44,6 +47,7 @@ using gpu_fp16_t = __half;
 #define gpuFuncSetAttribute cudaFuncSetAttribute
 #define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #define gpuMemsetAsync cudaMemsetAsync
+#define gpuGetDevice cudaGetDevice
 #endif
 
 namespace flashsplit {
@@ -104,6 +108,22 @@ void launch_after_prior_grid(bool dependent, void (*kernel)(Params...), dim3 gri
   gpu_check(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...),
             "cudaLaunchKernelEx", __FILE__, __LINE__);
 #endif
+}
+
+// Opts Kernel in to `bytes` of dynamic shared memory (needed above 48 KB) on the current device,
+// once per device: the attribute stays set, and setting it costs about a microsecond of host
+// time, a fair part of a decode step's. Devices past the 64th set it on every launch.
+template <auto Kernel>
+void allow_dynamic_smem(int bytes) {
+  static std::atomic<uint64_t> done{0};  // bit i: set on device i
+  int device = 0;
+  gpu_check(gpuGetDevice(&device), "gpuGetDevice", __FILE__, __LINE__);
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if ((done.load(std::memory_order_acquire) & bit) != 0) return;
+  gpu_check(gpuFuncSetAttribute(reinterpret_cast<const void*>(Kernel),
+                                gpuFuncAttributeMaxDynamicSharedMemorySize, bytes),
+            "gpuFuncSetAttribute", __FILE__, __LINE__);
+  done.fetch_or(bit, std::memory_order_release);
 }
 
 // A plain launch of kernel(args...) on the stream, the same call on either runtime.

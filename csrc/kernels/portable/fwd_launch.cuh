@@ -19,7 +19,7 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
       Policy::kDynamicSmemBytes + (Layout == KvLayout::kPaged ? Policy::kPagedSmemBytes : 0);
   // Above 48 KB a block must opt in to its dynamic shared memory.
   if constexpr (kSmem > 0) {
-    FS_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    allow_dynamic_smem<portable_fwd_kernel<Policy, Causal, Split, Layout>>(kSmem);
   }
   const dim3 grid(static_cast<unsigned>(plan.forward_grid.x),
                   static_cast<unsigned>(plan.forward_grid.y),

@@ -86,8 +86,7 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
   set_walk<D, Tiles>(hp, plan, stream);
   constexpr int kSmemBytes = shared_storage_bytes<Tiles>();
   auto kernel = hopper_fwd_kernel<Elem, D, Causal, Split, Tiles>;
-  FS_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
-                                   kSmemBytes));
+  allow_dynamic_smem<hopper_fwd_kernel<Elem, D, Causal, Split, Tiles>>(kSmemBytes);
   const unsigned blocks = static_cast<unsigned>(plan.forward_grid.x);
   kernel<<<blocks, Tiles::kThreads, kSmemBytes, stream>>>(hp);
   FS_LAUNCH_CHECK("hopper_fwd_kernel launch");
@@ -95,8 +94,7 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
     if (hp.scheduler.tail.active()) {
       // The pieces, one block per chunk, each starting as an SM leaves the main kernel.
       auto tail_kernel = hopper_fwd_kernel<Elem, D, false, false, Tiles, true>;
-      FS_GPU_CHECK(gpuFuncSetAttribute(tail_kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
-                                       kSmemBytes));
+      allow_dynamic_smem<hopper_fwd_kernel<Elem, D, false, false, Tiles, true>>(kSmemBytes);
       launch_after_prior_grid(plan.dependent_launch, tail_kernel,
                               dim3(static_cast<unsigned>(plan.tail_grid.x)),
                               dim3(Tiles::kThreads), kSmemBytes, stream, hp);
