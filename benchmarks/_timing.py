@@ -223,6 +223,37 @@ def make_input_sets(torch, b, h, hk, sq, sk, d, dtype, max_sets: int = 8, seed: 
     return sets
 
 
+# Inputs whose scores stress the online softmax, beside plain random ones (bench_adversarial.py,
+# tests/test_gpu_adversarial.py).
+ADVERSARIAL_KINDS = ("random", "rising", "falling", "sink")
+
+
+def adversarial_qkv(torch, kind, b, h, hk, sq, sk, d, dtype, seed=0):
+    """(q, k, v) on the GPU. "random": unit normals. "rising" / "falling": every query leans
+    along one direction u and key j along t_j * u, so each row's scaled scores grow (shrink)
+    by about 20 from the first key to the last and every key block moves the running max, in
+    one walking order or the other. "sink": key 0 scores about 30 above every other key for
+    every row (an attention sink), the rest is random."""
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed)
+    q = torch.randn(b, sq, h, d, device="cuda", generator=gen)
+    k = torch.randn(b, sk, hk, d, device="cuda", generator=gen)
+    v = torch.randn(b, sk, hk, d, device="cuda", generator=gen)
+    if kind != "random":
+        u = torch.randn(d, device="cuda", generator=gen)
+        u = u * (d ** 0.5 / u.norm())  # |u|^2 = d: a score of t * d, scaled by 1/sqrt(d)
+        q = 0.25 * q + u
+        if kind == "sink":
+            t = torch.zeros(sk, device="cuda")
+            t[0] = 30.0 / d ** 0.5
+        else:
+            t = torch.linspace(0.0, 20.0 / d ** 0.5, sk, device="cuda")
+            if kind == "falling":
+                t = t.flip(0)
+        k = 0.25 * k + t[None, :, None, None] * u
+    return tuple(x.to(dtype) for x in (q, k, v))
+
+
 # ----------------------------------------------------------------------------- timing
 
 class Timing(dict):

@@ -263,12 +263,14 @@ struct FwdConsumer {
     fence_accumulators(s);
     prepare_scores(n);
     const float kept_sum[2] = {softmax.row_sum[0], softmax.row_sum[1]};
-    for (bool at_running_max = n != visible_end - 1;; at_running_max = false) {
+    for (bool at_running_max = n != visible_end - 1 && softmax.running_max_pays();;
+         at_running_max = false) {
       const bool bounded = softmax.with_max(s, at_running_max);
       if (!at_running_max ||
           !named_barrier_any(named_barrier_id(FwdNamedBarrier::kRecomputeVote, th.consumer), 128,
                              !bounded))
         break;
+      ++softmax.running_max_misses;
       softmax.row_sum[0] = kept_sum[0];
       softmax.row_sum[1] = kept_sum[1];
       wgmma_fence();

@@ -29,6 +29,19 @@ struct OnlineSoftmax {
   float row_sum[2];  // this thread's partial; quad-reduced at the end
   float row_max[2];  // of the raw scores (sign-flipped if scale < 0)
   float rescale[2];  // what O is multiplied by (rescale_o) after with_max
+  // The tries of probabilities at the running max first (at_running_max, the recompute vote)
+  // that failed in this tile: after kRunningMaxMisses of them, the tile's later blocks take
+  // their max straight away, so scores that rise along the walk (the max moves on every block)
+  // pay for two failed tries per tile instead of one per block, while random scores, whose
+  // rare misses come early in a tile, keep the fast path. Only the side-by-side tiles count
+  // misses: theirs cost the most (a second Q K^T on the d=128 tiles); the ping-pong tiles'
+  // max lags the block's by design, and a miss there costs only the exponentials again.
+  // Warp-uniform (warpgroup-uniform where the vote counts).
+  static constexpr int kRunningMaxMisses = kOverlap ? 1 << 30 : 2;
+  int running_max_misses = 0;
+  __device__ __forceinline__ bool running_max_pays() const {
+    return running_max_misses < kRunningMaxMisses;
+  }
 
   __device__ __forceinline__ explicit OnlineSoftmax(float softmax_scale)
       : scale_log2(softmax_scale_log2(softmax_scale)) {}
@@ -37,6 +50,7 @@ struct OnlineSoftmax {
   __device__ __forceinline__ void reset() {
     row_max[0] = row_max[1] = -INFINITY;
     row_sum[0] = row_sum[1] = 0.f;
+    running_max_misses = 0;
   }
 
   // Prepared scores (mask.cuh) -> probabilities (in s), running max and sum, and rescale[] for
@@ -101,8 +115,9 @@ struct OnlineSoftmax {
   // first, or masked). The caller adds `sum` to the row sums where it returns true.
   __device__ __forceinline__ bool at_running_max(const float (&s)[kBlockN / 2],
                                                  uint32_t (&dst)[kBlockN / 16][4],
-                                                 float (&sum)[2]) const {
-    if (__any_sync(0xffffffffu, row_max[0] == -INFINITY || row_max[1] == -INFINITY))
+                                                 float (&sum)[2]) {
+    if (!running_max_pays() ||
+        __any_sync(0xffffffffu, row_max[0] == -INFINITY || row_max[1] == -INFINITY))
       return false;
     const float base[2] = {softmax_base_seen(row_max[0], scale_log2),
                            softmax_base_seen(row_max[1], scale_log2)};
@@ -118,7 +133,9 @@ struct OnlineSoftmax {
       }
     }
     // (NaN fails the test too; with_max then handles it as before.)
-    return !__any_sync(0xffffffffu, !(sum[0] <= kMaxSlack && sum[1] <= kMaxSlack));
+    const bool bounded = !__any_sync(0xffffffffu, !(sum[0] <= kMaxSlack && sum[1] <= kMaxSlack));
+    if constexpr (!kOverlap) running_max_misses += bounded ? 0 : 1;
+    return bounded;
   }
 
   __device__ __forceinline__ void add_to_row_sums(const float (&sum)[2]) {

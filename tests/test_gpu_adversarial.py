@@ -1,0 +1,45 @@
+"""The native kernels on adversarial data: scores rising or falling along the keys (every key
+block moves the running max, in one walking order or the other) and attention-sink rows (one
+key about 30 above the rest). They must be as accurate as on random data: within flash-attn's
+tolerance of a float64 reference, on the Hopper and portable families, unsplit and split."""
+
+import os
+import sys
+
+import pytest
+import torch
+
+from test_gpu_common import DTYPE_IDS, DTYPES, assert_native, requires_native  # noqa: F401
+
+from accuracy import assert_within_tolerance, naive_pair  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "benchmarks"))
+import _timing as T  # noqa: E402
+
+import flashsplit  # noqa: E402
+
+pytestmark = [pytest.mark.gpu, requires_native]
+
+SHAPES = {  # (b, sq, sk, h, hk)
+    "prefill": (2, 700, 700, 4, 2),
+    "decode": (2, 1, 5000, 8, 2),
+}
+
+
+@pytest.mark.parametrize("kind", ["rising", "falling", "sink"])
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_adversarial_scores_are_as_accurate_as_random_ones(dtype, d, causal, shape, kind):
+    b, sq, sk, h, hk = SHAPES[shape]
+    q, k, v = T.adversarial_qkv(torch, kind, b, h, hk, sq, sk, d, dtype, seed=d + sq)
+    high, low = naive_pair(q, k, v, causal=causal)
+    for num_splits in (1, 3, 0):
+        assert_native(q, k, v, causal, num_splits)
+        out, lse, _ = flashsplit.flash_attn_func(q, k, v, causal=causal, num_splits=num_splits,
+                                                 return_attn_probs=True, strict=True)
+        what = f"{kind} {shape} d={d} causal={causal} G={num_splits}"
+        assert_within_tolerance(out, high[0], low[0], dtype, what + " out")
+        assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
