@@ -135,7 +135,9 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   const KernelFamily family = plan.gate.family;
   // Any request beyond the key-block count is clamped anyway; cap before narrowing to int.
   const int wanted = static_cast<int>(std::min<long long>(std::max(requested, 0LL), 1 << 20));
-  plan.num_splits = resolve_splits_for(family, p, device, wanted, constants_for(family, device));
+  const SplitHeuristicConstants constants = constants_for(family, device);
+  plan.num_splits = resolve_splits_for(family, p, device, wanted,
+                                       p.page_size > 0 ? paged_constants(constants) : constants);
   plan.tiles = tiles_for_run(family, p, device.sm_count, plan.num_splits);
   plan.sequences = p.per_sequence || p.page_size > 0;
   plan.paged = p.page_size > 0;
