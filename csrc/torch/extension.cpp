@@ -90,26 +90,6 @@ SequenceArgs sequence_args(const OptionalTensor& cu_seqlens_q, const OptionalTen
   return seqs;
 }
 
-// explain()'s answer for a sequence call.
-pybind11::dict explain_sequences(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                 const OptionalTensor& cu_seqlens_q,
-                                 const OptionalTensor& cu_seqlens_k,
-                                 const OptionalTensor& seqused_k,
-                                 const OptionalTensor& kv_batch_idx,
-                                 const OptionalTensor& block_table, int64_t max_seqlen_q,
-                                 int64_t max_seqlen_k, bool causal, double dropout_p,
-                                 int64_t window_left, int64_t window_right, double softcap,
-                                 bool has_alibi, int64_t num_splits, bool arch_verified) {
-  const SequenceArgs seqs = sequence_args(cu_seqlens_q, cu_seqlens_k, seqused_k, kv_batch_idx,
-                                          block_table, max_seqlen_q, max_seqlen_k);
-  check_attention_inputs(q, k, v, num_splits, /*same_batch=*/false);
-  check_sequence_inputs(q, k, seqs);
-  FeatureOptions features{causal, dropout_p, window_left, window_right, softcap, has_alibi};
-  const LaunchPlan plan =
-      make_sequence_plan(q, k, v, seqs, features, num_splits, arch_verified);
-  return explain_dict(plan, seqs.count(q), seqs.max_seqlen_q, q.size(2), k.size(2));
-}
-
 // run() for a sequence call.
 pybind11::object run_sequences(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const OptionalTensor& cu_seqlens_q,
@@ -131,28 +111,6 @@ pybind11::object run_sequences(const at::Tensor& q, const at::Tensor& k, const a
   if (!plan.gate.ok) return pybind11::str(plan.gate.reason);
   auto [out, lse] = run_admitted(q, k, v, &seqs, plan, softmax_scale, causal);
   return pybind11::make_tuple(out, lse);
-}
-
-// The native forward of a sequence call; with recorded, also its plan and what the launchers
-// ran: (out, lse[, plan, record]).
-pybind11::tuple forward_sequences(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                  const OptionalTensor& cu_seqlens_q,
-                                  const OptionalTensor& cu_seqlens_k,
-                                  const OptionalTensor& seqused_k,
-                                  const OptionalTensor& kv_batch_idx,
-                                  const OptionalTensor& block_table, int64_t max_seqlen_q,
-                                  int64_t max_seqlen_k, double softmax_scale, bool causal,
-                                  int64_t num_splits, bool arch_verified, bool recorded) {
-  const SequenceArgs seqs = sequence_args(cu_seqlens_q, cu_seqlens_k, seqused_k, kv_batch_idx,
-                                          block_table, max_seqlen_q, max_seqlen_k);
-  LaunchPlan plan;
-  LaunchRecord record;
-  auto [out, lse] = native_forward_sequences(q, k, v, seqs, softmax_scale, causal, num_splits,
-                                             arch_verified, &plan, recorded ? &record : nullptr);
-  if (!recorded) return pybind11::make_tuple(out, lse);
-  return pybind11::make_tuple(
-      out, lse, explain_dict(plan, seqs.count(q), seqs.max_seqlen_q, q.size(2), k.size(2)),
-      launch_record_dict(record));
 }
 
 }  // namespace
@@ -181,15 +139,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "(out, lse, plan, record).",
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("softmax_scale"), py::arg("causal"),
         py::arg("num_splits"), py::arg("arch_verified") = false);
-  m.def("explain_sequences", &flashsplit::explain_sequences,
-        "The plan of a call of sequences of their own lengths (varlen, kv cache), without "
-        "running it.",
-        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"),
-        py::arg("cu_seqlens_k"), py::arg("seqused_k"), py::arg("kv_batch_idx"),
-        py::arg("block_table"), py::arg("max_seqlen_q"), py::arg("max_seqlen_k"),
-        py::arg("causal"), py::arg("dropout_p"), py::arg("window_left"),
-        py::arg("window_right"), py::arg("softcap"), py::arg("has_alibi"),
-        py::arg("num_splits"), py::arg("arch_verified") = false);
   m.def("run_sequences", &flashsplit::run_sequences,
         "run() for a call of sequences of their own lengths.", py::arg("q"), py::arg("k"),
         py::arg("v"), py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"), py::arg("seqused_k"),
@@ -198,13 +147,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("dropout_p"), py::arg("window_left"), py::arg("window_right"),
         py::arg("softcap"), py::arg("has_alibi"), py::arg("num_splits"),
         py::arg("arch_verified") = false);
-  m.def("forward_sequences", &flashsplit::forward_sequences,
-        "Native forward of a sequence call: (out, lse) in q's layout, and with recorded also "
-        "its plan and a record of what the launchers ran.",
-        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"),
-        py::arg("cu_seqlens_k"), py::arg("seqused_k"), py::arg("kv_batch_idx"),
-        py::arg("block_table"), py::arg("max_seqlen_q"), py::arg("max_seqlen_k"),
-        py::arg("softmax_scale"), py::arg("causal"), py::arg("num_splits"),
-        py::arg("arch_verified") = false, py::arg("recorded") = false);
   flashsplit::bind_heuristic(m);
 }

@@ -121,17 +121,4 @@ std::tuple<at::Tensor, at::Tensor> native_forward(const at::Tensor& q, const at:
   return run_admitted(q, k, v, nullptr, plan, softmax_scale, causal, record);
 }
 
-std::tuple<at::Tensor, at::Tensor> native_forward_sequences(
-    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const SequenceArgs& seqs,
-    double softmax_scale, bool causal, int64_t num_splits, bool arch_verified,
-    LaunchPlan* plan_out, LaunchRecord* record) {
-  check_attention_inputs(q, k, v, num_splits, /*same_batch=*/false);
-  check_sequence_inputs(q, k, seqs);
-  FeatureOptions features;
-  features.causal = causal;
-  const LaunchPlan plan = make_sequence_plan(q, k, v, seqs, features, num_splits, arch_verified);
-  if (plan_out != nullptr) *plan_out = plan;
-  return run_admitted(q, k, v, &seqs, plan, softmax_scale, causal, record);
-}
-
 }  // namespace flashsplit

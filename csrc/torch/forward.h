@@ -26,11 +26,4 @@ std::tuple<at::Tensor, at::Tensor> native_forward(const at::Tensor& q, const at:
                                                   LaunchPlan* plan_out = nullptr,
                                                   LaunchRecord* record = nullptr);
 
-// The same for a call of sequences of their own lengths (plan.h's SequenceArgs): out like q and
-// lse (q.size(0), h, q.size(1)) in q's layout.
-std::tuple<at::Tensor, at::Tensor> native_forward_sequences(
-    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const SequenceArgs& seqs,
-    double softmax_scale, bool causal, int64_t num_splits, bool arch_verified,
-    LaunchPlan* plan_out = nullptr, LaunchRecord* record = nullptr);
-
 }  // namespace flashsplit

@@ -61,41 +61,14 @@ def native_forward_recorded(q, k, v, softmax_scale, causal, num_splits):
     return out, lse, dict(plan), dict(record)
 
 
-def _sequence_args(seqs):
-    return (seqs.cu_seqlens_q, seqs.cu_seqlens_k, seqs.seqused_k, seqs.kv_batch_idx,
-            seqs.block_table, seqs.max_seqlen_q, seqs.max_seqlen_k)
-
-
-def gate_decision_sequences(q, k, v, seqs, causal, dropout_p, window_left, window_right,
-                            softcap, has_alibi, num_splits):
-    """gate_decision for a call of sequences of their own lengths (sequences.Sequences)."""
-    decision = dict(_C.explain_sequences(
-        q, k, v, *_sequence_args(seqs), causal, float(dropout_p), window_left,
-        -1 if causal else window_right, float(softcap), has_alibi, num_splits,
-        arch_verified(q)))
-    decision["details"] = dict(decision["details"])
-    return decision
-
-
 def run_sequences(q, k, v, seqs, softmax_scale, causal, dropout_p, window_left, window_right,
                   softcap, has_alibi, num_splits):
     """run() for a call of sequences of their own lengths."""
-    return _C.run_sequences(q, k, v, *_sequence_args(seqs), softmax_scale, causal, dropout_p,
-                            window_left, -1 if causal else window_right, softcap, has_alibi,
-                            num_splits, arch_verified(q))
-
-
-def native_forward_sequences(q, k, v, seqs, softmax_scale, causal, num_splits):
-    return tuple(_C.forward_sequences(q, k, v, *_sequence_args(seqs), float(softmax_scale),
-                                      causal, num_splits, arch_verified(q)))
-
-
-def native_forward_sequences_recorded(q, k, v, seqs, softmax_scale, causal, num_splits):
-    """native_forward_recorded for a sequence call."""
-    out, lse, plan, record = _C.forward_sequences(
-        q, k, v, *_sequence_args(seqs), float(softmax_scale), causal, num_splits,
-        arch_verified(q), recorded=True)
-    return out, lse, dict(plan), dict(record)
+    return _C.run_sequences(q, k, v, seqs.cu_seqlens_q, seqs.cu_seqlens_k, seqs.seqused_k,
+                            seqs.kv_batch_idx, seqs.block_table, seqs.max_seqlen_q,
+                            seqs.max_seqlen_k, softmax_scale, causal, dropout_p, window_left,
+                            -1 if causal else window_right, softcap, has_alibi, num_splits,
+                            arch_verified(q))
 
 
 def build_info():
