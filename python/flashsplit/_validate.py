@@ -44,40 +44,56 @@ _UNBOUNDED_WINDOW = 1 << 31
 _NO_WINDOW = (-1, -1)
 
 
-def _check_tensor(name, t):
+def check_float_tensor(name, t, dims, layout):
+    """t is a floating-point tensor of `dims` dims (layout names them in the message)."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dim() != 4:
-        layout = "(b, sq, h, d)" if name == "q" else "(b, sk, hk, d)"
-        raise ValueError(f"{name} must have 4 dims {layout}, got shape {tuple(t.shape)}")
+    if t.dim() != dims:
+        raise ValueError(f"{name} must have {dims} dims {layout}, got shape {tuple(t.shape)}")
     if t.dtype not in _FLOAT_DTYPES:
         raise TypeError(
             f"{name}.dtype must be float16, bfloat16, float32 or float64, got {t.dtype}")
 
 
-def check_qkv(q, k, v):
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        _check_tensor(name, t)
-    for name, t in (("k", k), ("v", v)):
-        if t.dtype != q.dtype:
-            raise TypeError(f"{name}.dtype {t.dtype} differs from q.dtype {q.dtype}")
-        if t.device != q.device:
-            raise ValueError(f"{name} is on {t.device} but q is on {q.device}")
-    if v.shape != k.shape:
-        raise ValueError(
-            f"v must have the same shape as k, got v {tuple(v.shape)} and k {tuple(k.shape)}")
-    b, _, h, d = q.shape
-    if k.shape[0] != b:
-        raise ValueError(f"k has batch {k.shape[0]} but q has batch {b}")
-    if k.shape[3] != d:
-        raise ValueError(f"k has head dim {k.shape[3]} but q has head dim {d}")
+def check_like_q(name, t, q):
+    """t has q's dtype and device."""
+    if t.dtype != q.dtype:
+        raise TypeError(f"{name}.dtype {t.dtype} differs from q.dtype {q.dtype}")
+    if t.device != q.device:
+        raise ValueError(f"{name} is on {t.device} but q is on {q.device}")
+
+
+def check_same_shape(name, t, other_name, other):
+    if t.shape != other.shape:
+        raise ValueError(f"{name} must have the same shape as {other_name}, got {name} "
+                         f"{tuple(t.shape)} and {other_name} {tuple(other.shape)}")
+
+
+def check_heads(q, k, q_name="q", k_name="k"):
+    """k's head dim is q's and positive, and its heads divide q's (the last two dims)."""
+    h, d = q.shape[-2], q.shape[-1]
+    hk = k.shape[-2]
+    if k.shape[-1] != d:
+        raise ValueError(f"{k_name} has head dim {k.shape[-1]} but {q_name} has head dim {d}")
     if d == 0:
-        raise ValueError(f"head dim must be positive, got q shape {tuple(q.shape)}")
-    hk = k.shape[2]
+        raise ValueError(f"head dim must be positive, got {q_name} shape {tuple(q.shape)}")
     if hk == 0 or h % hk != 0:
         raise ValueError(
             f"the number of query heads ({h}) must be a multiple of the number of key/value "
-            f"heads ({hk}); got q shape {tuple(q.shape)} and k shape {tuple(k.shape)}")
+            f"heads ({hk}); got {q_name} shape {tuple(q.shape)} and {k_name} shape "
+            f"{tuple(k.shape)}")
+
+
+def check_qkv(q, k, v):
+    check_float_tensor("q", q, 4, "(b, sq, h, d)")
+    for name, t in (("k", k), ("v", v)):
+        check_float_tensor(name, t, 4, "(b, sk, hk, d)")
+    for name, t in (("k", k), ("v", v)):
+        check_like_q(name, t, q)
+    check_same_shape("v", v, "k", k)
+    if k.shape[0] != q.shape[0]:
+        raise ValueError(f"k has batch {k.shape[0]} but q has batch {q.shape[0]}")
+    check_heads(q, k)
 
 
 def check_options(q, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,

@@ -8,28 +8,12 @@ cache_seqlens and block_table are trusted: a reference-path call checks them whe
 
 import torch
 
-from ._validate import _FLOAT_DTYPES, _is_int
+from ._validate import (_is_int, check_float_tensor, check_heads, check_like_q,
+                        check_same_shape)
 
 
 def _shape(t):
     return tuple(t.shape)
-
-
-def _check_float(name, t, dims, layout):
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dim() != dims:
-        raise ValueError(f"{name} must have {dims} dims {layout}, got shape {_shape(t)}")
-    if t.dtype not in _FLOAT_DTYPES:
-        raise TypeError(
-            f"{name}.dtype must be float16, bfloat16, float32 or float64, got {t.dtype}")
-
-
-def _check_like(name, t, q):
-    if t.dtype != q.dtype:
-        raise TypeError(f"{name}.dtype {t.dtype} differs from q.dtype {q.dtype}")
-    if t.device != q.device:
-        raise ValueError(f"{name} is on {t.device} but q is on {q.device}")
 
 
 def check_index(name, t, q, dims, rows=None):
@@ -55,22 +39,9 @@ def check_max_seqlen(name, value):
     return int(value)
 
 
-def _check_heads(q, k, q_name, k_name):
-    h, d = q.shape[-2], q.shape[-1]
-    hk = k.shape[-2]
-    if k.shape[-1] != d:
-        raise ValueError(f"{k_name} has head dim {k.shape[-1]} but {q_name} has head dim {d}")
-    if d == 0:
-        raise ValueError(f"head dim must be positive, got {q_name} shape {_shape(q)}")
-    if hk == 0 or h % hk != 0:
-        raise ValueError(
-            f"the number of query heads ({h}) must be a multiple of the number of key/value "
-            f"heads ({hk}); got {q_name} shape {_shape(q)} and {k_name} shape {_shape(k)}")
-
-
 def check_packed(name, t, dims, pack_dim, count, layout):
     """qkv / kv: a float tensor with `count` slices along pack_dim."""
-    _check_float(name, t, dims, layout)
+    check_float_tensor(name, t, dims, layout)
     if t.shape[pack_dim] != count:
         raise ValueError(f"{name} must have {count} at dim {pack_dim} {layout}, "
                          f"got shape {_shape(t)}")
@@ -79,15 +50,14 @@ def check_packed(name, t, dims, pack_dim, count, layout):
 def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, block_table):
     """q (total_q, h, d); k/v (total_k, hk, d), or pages (pages, page_size, hk, d) with
     block_table (b, pages per sequence)."""
-    _check_float("q", q, 3, "(total_q, h, d)")
+    check_float_tensor("q", q, 3, "(total_q, h, d)")
     paged = block_table is not None
     layout = "(num_blocks, page_size, hk, d)" if paged else "(total_k, hk, d)"
     for name, t in (("k", k), ("v", v)):
-        _check_float(name, t, 4 if paged else 3, layout)
-        _check_like(name, t, q)
-    if _shape(v) != _shape(k):
-        raise ValueError(f"v must have the same shape as k, got v {_shape(v)} and k {_shape(k)}")
-    _check_heads(q, k, "q", "k")
+        check_float_tensor(name, t, 4 if paged else 3, layout)
+        check_like_q(name, t, q)
+    check_same_shape("v", v, "k", k)
+    check_heads(q, k, "q", "k")
     check_index("cu_seqlens_q", cu_seqlens_q, q, 1)
     if cu_seqlens_q.shape[0] < 1:
         raise ValueError("cu_seqlens_q must have b + 1 >= 1 entries, got shape (0,)")
@@ -104,16 +74,14 @@ def check_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqle
     """q (b, sq, h, d); caches (b_cache, s_cache, hk, d) or pages (pages, page_size, hk, d)
     with block_table (b, pages per sequence); new k/v (b, s_new, hk, d); cache_seqlens an int or
     int32 (b,); rotary_cos/sin (s_rotary, rotary_dim / 2)."""
-    _check_float("q", q, 4, "(b, sq, h, d)")
+    check_float_tensor("q", q, 4, "(b, sq, h, d)")
     paged = block_table is not None
     layout = "(num_blocks, page_size, hk, d)" if paged else "(b_cache, s_cache, hk, d)"
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
-        _check_float(name, t, 4, layout)
-        _check_like(name, t, q)
-    if _shape(v_cache) != _shape(k_cache):
-        raise ValueError(f"v_cache must have the same shape as k_cache, got v_cache "
-                         f"{_shape(v_cache)} and k_cache {_shape(k_cache)}")
-    _check_heads(q, k_cache, "q", "k_cache")
+        check_float_tensor(name, t, 4, layout)
+        check_like_q(name, t, q)
+    check_same_shape("v_cache", v_cache, "k_cache", k_cache)
+    check_heads(q, k_cache, "q", "k_cache")
     b = q.shape[0]
     if paged:
         check_index("block_table", block_table, q, 2, rows=b)
@@ -155,8 +123,8 @@ def _check_new_kv(q, k_cache, k, v, cache_seqlens):
     if cache_seqlens is None:
         raise ValueError("new k and v need cache_seqlens: where each sequence's keys end")
     for name, t in (("k", k), ("v", v)):
-        _check_float(name, t, 4, "(b, s_new, hk, d)")
-        _check_like(name, t, q)
+        check_float_tensor(name, t, 4, "(b, s_new, hk, d)")
+        check_like_q(name, t, q)
         want = (q.shape[0], k.shape[1], k_cache.shape[2], k_cache.shape[3])
         if _shape(t) != want:
             raise ValueError(f"{name} must have shape (b, s_new, hk, d) = {want}, got {_shape(t)}")
@@ -168,7 +136,7 @@ def _check_rotary(q, cos, sin):
     if cos is None:
         return
     for name, t in (("rotary_cos", cos), ("rotary_sin", sin)):
-        _check_float(name, t, 2, "(s_rotary, rotary_dim / 2)")
+        check_float_tensor(name, t, 2, "(s_rotary, rotary_dim / 2)")
         if t.device != q.device:
             raise ValueError(f"{name} is on {t.device} but q is on {q.device}")
     if _shape(sin) != _shape(cos):

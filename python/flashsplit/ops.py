@@ -14,10 +14,16 @@ import torch
 from . import _native, autotune, reference, sequences
 
 
-def _strict_error(reason):
-    return RuntimeError(
-        f"flashsplit: the native path cannot serve this call: {reason} "
-        "(strict=True or FLASHSPLIT_STRICT=1 forbids the reference fallback)")
+def _native_or_reference(result, strict, reference_forward):
+    """result: what _native.run gave, (out, lse) or the gate's reason. A reason is the reference
+    path's call (reference_forward()), or its error with strict."""
+    if not isinstance(result, str):
+        return result
+    if strict or _native.strict_from_env():
+        raise RuntimeError(
+            f"flashsplit: the native path cannot serve this call: {result} "
+            "(strict=True or FLASHSPLIT_STRICT=1 forbids the reference fallback)")
+    return reference_forward()
 
 
 def attn_fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float,
@@ -35,13 +41,9 @@ def attn_fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_sca
             return _native.native_forward(q, k, v, softmax_scale, causal, num_splits)
     result = _native.run(q, k, v, softmax_scale, causal, dropout_p, window_left, window_right,
                          softcap, alibi_slopes is not None, num_splits)
-    if not isinstance(result, str):
-        return result
-    if strict or _native.strict_from_env():
-        raise _strict_error(result)
-    return reference.attention_forward(q, k, v, softmax_scale, causal, window_left,
-                                       window_right, softcap, alibi_slopes, dropout_p,
-                                       dropout_seed)
+    return _native_or_reference(result, strict, lambda: reference.attention_forward(
+        q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+        dropout_p, dropout_seed))
 
 
 attn_fwd = torch.library.custom_op("flashsplit::fwd", mutates_args=())(attn_fwd_impl)
@@ -112,13 +114,9 @@ def seq_fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                                max_seqlen_q, max_seqlen_k)
     result = _native.run_sequences(q, k, v, seqs, softmax_scale, causal, dropout_p, window_left,
                                    window_right, softcap, alibi_slopes is not None, num_splits)
-    if not isinstance(result, str):
-        return result
-    if strict or _native.strict_from_env():
-        raise _strict_error(result)
-    return sequences.attention_forward(q, k, v, seqs, softmax_scale, causal, window_left,
-                                       window_right, softcap, alibi_slopes, dropout_p,
-                                       dropout_seed)
+    return _native_or_reference(result, strict, lambda: sequences.attention_forward(
+        q, k, v, seqs, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+        dropout_p, dropout_seed))
 
 
 seq_fwd = torch.library.custom_op("flashsplit::seq_fwd", mutates_args=())(seq_fwd_impl)
