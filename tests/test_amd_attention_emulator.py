@@ -125,29 +125,10 @@ class Case:
         self.lowp = rounded(reference(q, k, v, causal, self.scale, rounded)[0])
 
     def params(self):
-        b, h, hk, sq, sk = self.shape
-        d, pad = self.d, self.q_bits.shape[-1]
-        g = self.plan["num_splits"]
-        return emu.attn_params(
-            {"elem": "ElemType::kBFloat16" if self.dtype == "bf16" else "ElemType::kFloat16",
-             "b": b, "seqs": b, "sq": sq, "sk": sk, "h": h, "hk": hk, "d": d,
-             "q_batch_stride": sq * h * pad, "q_row_stride": h * pad, "q_head_stride": pad,
-             "k_batch_stride": sk * hk * pad, "k_row_stride": hk * pad, "k_head_stride": pad,
-             "v_batch_stride": sk * hk * pad, "v_row_stride": hk * pad, "v_head_stride": pad,
-             "o_batch_stride": sq * h * pad, "o_row_stride": h * pad, "o_head_stride": pad,
-             "softmax_scale": self.scale, "causal": int(self.causal), "num_splits": g},
-            {"q": "q", "k": "k", "v": "v", "out": "out", "lse": "lse", "o_accum": "o_accum",
-             "lse_accum": "lse_accum"})
+        return params_of(self, seqs=self.shape[0])
 
     def buffers(self):
-        b, h, hk, sq, sk = self.shape
-        g = self.plan["num_splits"]
-        return {"q": self.q_bits.reshape(-1), "k": self.k_bits.reshape(-1),
-                "v": self.v_bits.reshape(-1),
-                "out": np.full(self.q_bits.size, POISON16, np.uint16),
-                "lse": np.full(b * h * sq, POISON32, np.uint32),
-                "o_accum": np.full(g * b * h * sq * self.d, POISON32, np.uint32),
-                "lse_accum": np.full(g * b * h * sq, POISON32, np.uint32)}
+        return buffers_of(self)
 
     def check(self, buffers):
         """(problems, max |out - ref|, bound, max lse error)."""
@@ -156,6 +137,39 @@ class Case:
         lse = buffers["lse"].view(np.float32).astype(np.float64).reshape(b, h, sq)
         padding_kept = (buffers["out"].reshape(self.q_bits.shape)[..., self.d:] == POISON16).all()
         return compare(out[..., :self.d], lse, self.ref, self.ref_lse, self.lowp, padding_kept)
+
+
+def params_of(case, seqs, index=None):
+    """AttnFwdParams for a case's q, k, v bits (batch, rows, heads, d + pad), as the torch layer
+    fills them: `seqs` sequences, and `index` the sequence index buffers the kernel reads."""
+    bq, rows_q, h, pad = case.q_bits.shape
+    _, rows_k, hk, _ = case.k_bits.shape
+    pointers = {"q": "q", "k": "k", "v": "v", "out": "out", "lse": "lse", "o_accum": "o_accum",
+                "lse_accum": "lse_accum"}
+    pointers.update({name: name for name in index or {}})
+    return emu.attn_params(
+        {"elem": "ElemType::kBFloat16" if case.dtype == "bf16" else "ElemType::kFloat16",
+         "b": bq, "seqs": seqs, "sq": rows_q, "sk": rows_k, "h": h, "hk": hk, "d": case.d,
+         "q_batch_stride": rows_q * h * pad, "q_row_stride": h * pad, "q_head_stride": pad,
+         "k_batch_stride": rows_k * hk * pad, "k_row_stride": hk * pad, "k_head_stride": pad,
+         "v_batch_stride": rows_k * hk * pad, "v_row_stride": hk * pad, "v_head_stride": pad,
+         "o_batch_stride": rows_q * h * pad, "o_row_stride": h * pad, "o_head_stride": pad,
+         "softmax_scale": case.scale, "causal": int(case.causal),
+         "num_splits": case.plan["num_splits"]},
+        pointers)
+
+
+def buffers_of(case, index=None):
+    """The inputs, poisoned outputs and split scratch of a case, and its index buffers."""
+    bq, rows_q, h, _ = case.q_bits.shape
+    rows = case.plan["num_splits"] * bq * h * rows_q
+    return dict({"q": case.q_bits.reshape(-1), "k": case.k_bits.reshape(-1),
+                 "v": case.v_bits.reshape(-1),
+                 "out": np.full(case.q_bits.size, POISON16, np.uint16),
+                 "lse": np.full(bq * h * rows_q, POISON32, np.uint32),
+                 "o_accum": np.full(rows * case.d, POISON32, np.uint32),
+                 "lse_accum": np.full(rows, POISON32, np.uint32)},
+                **(index or {}))
 
 
 def compare(o, lse, ref, ref_lse, lowp, padding_kept):
@@ -231,32 +245,10 @@ class SequenceCase:
             self.index["kv_batch_idx"] = np.array(self.kv_batch, np.int32)
 
     def params(self):
-        bq, rows_q, h, pad = self.q_bits.shape
-        bk, rows_k, hk, _ = self.k_bits.shape
-        return emu.attn_params(
-            {"elem": "ElemType::kBFloat16" if self.dtype == "bf16" else "ElemType::kFloat16",
-             "b": bq, "sq": rows_q, "sk": rows_k, "h": h, "hk": hk, "d": self.d,
-             "seqs": len(self.q_lens),
-             "q_batch_stride": rows_q * h * pad, "q_row_stride": h * pad, "q_head_stride": pad,
-             "k_batch_stride": rows_k * hk * pad, "k_row_stride": hk * pad, "k_head_stride": pad,
-             "v_batch_stride": rows_k * hk * pad, "v_row_stride": hk * pad, "v_head_stride": pad,
-             "o_batch_stride": rows_q * h * pad, "o_row_stride": h * pad, "o_head_stride": pad,
-             "softmax_scale": self.scale, "causal": int(self.causal),
-             "num_splits": self.plan["num_splits"]},
-            dict({"q": "q", "k": "k", "v": "v", "out": "out", "lse": "lse",
-                  "o_accum": "o_accum", "lse_accum": "lse_accum"},
-                 **{name: name for name in self.index}))
+        return params_of(self, seqs=len(self.q_lens), index=self.index)
 
     def buffers(self):
-        bq, rows_q, h, _ = self.q_bits.shape
-        g = self.plan["num_splits"]
-        return dict({"q": self.q_bits.reshape(-1), "k": self.k_bits.reshape(-1),
-                     "v": self.v_bits.reshape(-1),
-                     "out": np.full(self.q_bits.size, POISON16, np.uint16),
-                     "lse": np.full(bq * h * rows_q, POISON32, np.uint32),
-                     "o_accum": np.full(g * bq * h * rows_q * self.d, POISON32, np.uint32),
-                     "lse_accum": np.full(g * bq * h * rows_q, POISON32, np.uint32)},
-                    **self.index)
+        return buffers_of(self, index=self.index)
 
     def check(self, buffers):
         bq, rows_q, h, _ = self.q_bits.shape
