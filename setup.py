@@ -38,7 +38,10 @@ from setuptools import find_packages, setup
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-HEAD_DIMS = (64, 128)  # must match the instantiations in csrc/kernels/{sm80,sm90,gfx9}/
+# Head dims with kernel instances (csrc/core/head_dims.h): the NVIDIA kernels' (sm80, sm90) and
+# the AMD kernels' (gfx9).
+NVIDIA_HEAD_DIMS = (64, 96, 128, 192, 256)
+AMD_HEAD_DIMS = (64, 128)
 DEFAULT_ARCHS = "8.0;9.0a"
 AMD_TARGETS = ("gfx90a", "gfx942", "gfx950")  # the gfx9 family's targets
 
@@ -281,7 +284,7 @@ def rocm_extension(sources, include_dirs, cxx_flags):
         (", ".join(targets), torch.version.hip, torch.__version__))
     switches = ["-DFLASHSPLIT_WITH_CUDA", "-DFLASHSPLIT_WITH_HIP"] + \
         ["-DFLASHSPLIT_AMD_%s" % t.upper() for t in targets]
-    defines = switches + ["-DFLASHSPLIT_HEAD_DIMS=" + ",".join(map(str, HEAD_DIMS)),
+    defines = switches + ["-DFLASHSPLIT_HEAD_DIMS=" + ",".join(map(str, AMD_HEAD_DIMS)),
                           "-DFLASHSPLIT_BUILD_ID=0x%s" % build_id(targets)]
     return cpp_extension, cpp_extension.CUDAExtension(
         "flashsplit._C",
@@ -323,7 +326,7 @@ def extension():
     defines = [
         "-DFLASHSPLIT_WITH_CUDA",
         "-DFLASHSPLIT_BUILT_ARCHS=" + ",".join(map(str, archs)),
-        "-DFLASHSPLIT_HEAD_DIMS=" + ",".join(map(str, HEAD_DIMS)),
+        "-DFLASHSPLIT_HEAD_DIMS=" + ",".join(map(str, NVIDIA_HEAD_DIMS)),
     ]
     # nvcc reads commas in -D values as list separators: the kernels need only the switch.
     nvcc_flags = ["-O3", "--expt-relaxed-constexpr", "-lineinfo", "-DFLASHSPLIT_WITH_CUDA"]

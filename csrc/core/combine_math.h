@@ -25,13 +25,13 @@ constexpr int kCombineSplitsPerChunk = 8;
 constexpr int kCombineThreads = 128;
 // Threads that share a row's splits (per group of 4 columns): as many as keep each thread's
 // splits within one batch of loads, so a row's combine takes one round trip to L2 wherever the
-// block has room (kCombineThreads: up to kCombineThreads / (d / 4) lanes), and no more: a lane
+// block has room (a power of two of at most kCombineThreads / (d / 4) lanes), and no more: a lane
 // with fewer splits has fewer loads in flight, which slows grids of many rows (prefill splits)
 // where every split has a lane of its own.
 FS_HOST_DEVICE inline int combine_lanes(int num_splits, int d) {
   const int most = kCombineThreads / (d / 4 > 0 ? d / 4 : 1);
   int lanes = 1;
-  while (lanes < most && lanes * kCombineSplitsPerChunk < num_splits) lanes *= 2;
+  while (lanes * 2 <= most && lanes * kCombineSplitsPerChunk < num_splits) lanes *= 2;
   return lanes;
 }
 // Batches of loads the slowest thread of a row issues.

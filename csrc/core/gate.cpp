@@ -1,6 +1,8 @@
 #include "core/gate.h"
 
+#include "core/head_dims.h"
 #include "core/hopper_tiles.h"
+#include "core/portable_tiles.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -176,6 +178,10 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
                   " elements apart, more than the AMD kernels' 32-bit buffer offsets allow (" +
                   std::to_string(kMaxAmdKvRowStride) + ": a key block within 1 GiB)");
   }
+  if (device.vendor == Vendor::kAmd && !portable_mfma_has_head_dim(p.d)) {
+    return refuse("head dim " + std::to_string(p.d) +
+                  " is built only for the NVIDIA kernels (the AMD kernels have head dims 64, 128)");
+  }
   if (device.vendor == Vendor::kAmd && p.page_size > 0) {
     return refuse("paged k/v (page size " + std::to_string(p.page_size) +
                   ") is not implemented in the AMD kernels");
@@ -202,9 +208,18 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
   }
   // Sequences of their own lengths and paged k/v run on the portable kernels.
   const bool hopper = device.cc == 90 && build.hopper_kernels_built && options.allow_hopper &&
-                      p.tma_describable && !p.per_sequence && p.page_size == 0 &&
+                      hopper_has_head_dim(static_cast<int>(p.d)) && p.tma_describable && !p.per_sequence && p.page_size == 0 &&
                       use_hopper_tiles(p.sq, p.h, p.hk);
   decision.family = hopper ? KernelFamily::kHopperWgmma : KernelFamily::kPortableMma;
+  if (!hopper && device.smem_per_block_optin > 0) {
+    const long long need = portable_smem_bytes(portable_tile_config(static_cast<int>(p.d)),
+                                               static_cast<int>(p.d));
+    if (need > device.smem_per_block_optin) {
+      return refuse("head dim " + std::to_string(p.d) + " needs " + std::to_string(need / 1024) +
+                    " KB of shared memory per block; " + arch_text(device) + " allows " +
+                    std::to_string(device.smem_per_block_optin / 1024) + " KB");
+    }
+  }
   return decision;
 }
 

@@ -7,17 +7,36 @@
 namespace flashsplit {
 
 // The sm80 policy (mma.sync m16n8k16, warp32). blocks_per_sm follows from registers (wide
-// tiles: ~250 registers x 128 threads at d=64, ~215 x 256 at d=128) or shared memory (narrow
-// tiles: (16 + 4 * block_n) rows * d * 2 bytes with the two-stage K/V ring, 34 KB at d=64 and
-// 36 KB at d=128, whose block_n is 32 to keep that variant free of spills). {0,0,0,0} for a
-// head dim without a kernel.
+// tiles: ~250 registers x 128 threads at d=64, ~215 x 256 at d=128, one block of 256 threads
+// from d=96) or shared memory (portable_smem_bytes: narrow tiles hold 34-36 KB at d=64 and
+// 128, whose block_n is 32 to keep that variant free of spills; 52, 55 and 74 KB at d=96, 192
+// and 256). Wide d=256 tiles walk 32-key blocks so a block's 128 KB fit the 163 KB of an
+// sm_80 SM. {0,0,0,0} for a head dim without a kernel.
 constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
-  return narrow ? (head_dim == 64    ? TileConfig{16, 64, 1, 6}
-                   : head_dim == 128 ? TileConfig{16, 32, 1, 6}
-                                     : TileConfig{0, 0, 0, 0})
-                : (head_dim == 64    ? TileConfig{128, 64, 4, 2, 2}
-                   : head_dim == 128 ? TileConfig{128, 64, 8, 1}
-                                     : TileConfig{0, 0, 0, 0});
+  if (narrow) {
+    switch (head_dim) {
+      case 64: return TileConfig{16, 64, 1, 6};
+      case 96: return TileConfig{16, 64, 1, 4};
+      case 128: return TileConfig{16, 32, 1, 6};
+      case 192: return TileConfig{16, 32, 1, 4};
+      case 256: return TileConfig{16, 16, 1, 5};
+      default: return TileConfig{0, 0, 0, 0};
+    }
+  }
+  switch (head_dim) {
+    case 64: return TileConfig{128, 64, 4, 2, 2};
+    case 96: return TileConfig{128, 64, 8, 1};
+    case 128: return TileConfig{128, 64, 8, 1};
+    case 192: return TileConfig{128, 64, 8, 1};
+    case 256: return TileConfig{128, 32, 8, 1};
+    default: return TileConfig{0, 0, 0, 0};
+  }
+}
+
+// Dynamic shared memory of a block of the sm80 policy's tiles: Q and two stages of (K, V), in
+// 16-bit elements (the page-table slots of a paged call come on top, a few hundred bytes).
+constexpr long long portable_smem_bytes(const TileConfig& tiles, int head_dim) {
+  return (static_cast<long long>(tiles.block_m) + 4LL * tiles.block_n) * head_dim * 2;
 }
 
 // The gfx9 policy (MFMA, wave64). Wide tiles: four waves of 32 query rows (one 32-column MFMA

@@ -20,14 +20,18 @@ int64_t num_key_blocks(const AttnProblem& problem, const TileConfig& tiles) {
 
 bool is_narrow(const TileConfig& tiles) { return tiles.block_m <= kNarrowMaxRows; }
 
-// One key-block iteration of one thread block of these tiles, microseconds.
+// One key-block iteration of one thread block of these tiles, microseconds. Measured at d=64
+// and 128; other head dims scale the d=128 time with the block's elements (d x block_n: the
+// GEMMs and, for narrow tiles, the bytes read), which leaves d=64 and 128 as measured.
 double iteration_us(const TileConfig& tiles, int64_t d, const SplitHeuristicConstants& c) {
   if (!tiles.packs_heads) {  // Hopper tiles: measured per 128 query rows and 128 keys
     const double per_128_rows = d <= 64 ? c.hopper_iteration_us_d64 : c.hopper_iteration_us_d128;
-    return per_128_rows * tiles.block_m / 128.0 * tiles.block_n / kHopperBlockN;
+    const double dim_scale = d > 128 ? d / 128.0 : 1.0;
+    return per_128_rows * tiles.block_m / 128.0 * tiles.block_n / kHopperBlockN * dim_scale;
   }
-  if (is_narrow(tiles)) return c.narrow_iteration_us;
-  return d <= 64 ? c.portable_iteration_us_d64 : c.portable_iteration_us_d128;
+  if (is_narrow(tiles)) return c.narrow_iteration_us * static_cast<double>(d) * tiles.block_n / 4096.0;
+  if (d <= 64) return c.portable_iteration_us_d64;
+  return c.portable_iteration_us_d128 * static_cast<double>(d) * tiles.block_n / (128.0 * 64.0);
 }
 
 // Blocks that run at once: one per SM for wide tiles (co-residency is a speed-up, not more

@@ -9,7 +9,7 @@ namespace {
 // Each thread owns 4 consecutive columns of a row (16-byte loads of the partials, which are the
 // dominant traffic) and folds every lanes-th split of it (core/combine_math.h); the row's lanes
 // of a column group are adjacent threads of one warp and merge their folds by shuffles. A row
-// takes d/4 * lanes threads, so a block holds 128 / (d/4 * lanes) rows. A decode call has few
+// takes d/4 * lanes threads, so a block holds 128 / (d/4 * lanes) whole rows. A decode call has few
 // rows (b * h), so the lanes are what spreads its combine over more threads and SMs; a thread's
 // split LSEs and partials are loaded together, kCombineSplitsPerChunk splits at a time.
 template <class Elem, int D>
@@ -20,12 +20,14 @@ __global__ void __launch_bounds__(kCombineThreads)
   const int lanes = 1 << lanes_log2;
   const int threads_per_row = kColumnGroups * lanes;
   const int64_t rows = static_cast<int64_t>(p.b) * p.h * p.sq;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kCombineThreads / threads_per_row) +
+  const int rows_per_block = kCombineThreads / threads_per_row;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * rows_per_block +
                       threadIdx.x / threads_per_row;
   const int lane = threadIdx.x & (lanes - 1);
   const int col = ((threadIdx.x >> lanes_log2) % kColumnGroups) * 4;
   // Threads past the last row stay to the end: the shuffles below take every lane of a warp.
-  const bool valid = row < rows;
+  // (and so do threads past the block's whole rows: d=96 and 192 leave some)
+  const bool valid = row < rows && static_cast<int>(threadIdx.x) < rows_per_block * threads_per_row;
   // Launched while the producers finish (launch_after_prior_grid): their partials are visible
   // only past this point.
   wait_for_prior_grid();
@@ -87,13 +89,14 @@ void launch_typed(const AttnFwdParams& p, const LaunchPlan& plan, gpuStream_t st
 
 template <class Elem>
 void launch_for_dim(const AttnFwdParams& p, const LaunchPlan& plan, gpuStream_t stream) {
-  if (p.d == 64) {
-    launch_typed<Elem, 64>(p, plan, stream);
-  } else if (p.d == 128) {
-    launch_typed<Elem, 128>(p, plan, stream);
-  } else {
-    throw std::runtime_error("flashsplit: combine has no kernel for head dim " + std::to_string(p.d));
+  switch (p.d) {
+    case 64: return launch_typed<Elem, 64>(p, plan, stream);
+    case 96: return launch_typed<Elem, 96>(p, plan, stream);
+    case 128: return launch_typed<Elem, 128>(p, plan, stream);
+    case 192: return launch_typed<Elem, 192>(p, plan, stream);
+    case 256: return launch_typed<Elem, 256>(p, plan, stream);
   }
+  throw std::runtime_error("flashsplit: combine has no kernel for head dim " + std::to_string(p.d));
 }
 
 }  // namespace

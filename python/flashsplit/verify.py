@@ -24,7 +24,7 @@ import torch
 from . import _C, _native, _stamp, reference
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (64, 96, 128, 192, 256)  # each one the build has (build_info()["head_dims"])
 HEADS = ((4, 4), (8, 2), (6, 1))  # (h, hk): MHA, GQA, MQA
 # (b, sq, sk): one query and key, decode, odd lengths, square, more queries than keys (the
 # first sq - sk rows of a causal call see no key), long keys.

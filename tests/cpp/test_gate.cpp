@@ -375,6 +375,52 @@ TEST(GateFamily, FallsBackToPortableWhenHopperIsNotPossible) {
   EXPECT_EQ(check_native(p, h100(), hopper_build()).family, KernelFamily::kPortableMma);
 }
 
+TEST(GateFamily, HeadDimsGoToTheFamiliesThatHaveThem) {
+  AttnProblem p = long_sequence_problem();
+  BuildInfo build = hopper_build();
+  build.head_dims = {64, 96, 128, 192, 256};
+  for (int64_t d : {64, 128, 192, 256}) {
+    p.d = d;
+    EXPECT_EQ(check_native(p, h100(), build).family, KernelFamily::kHopperWgmma) << d;
+  }
+  // d=96 is not whole 64-column slabs: the portable kernels serve it.
+  p.d = 96;
+  GateDecision decision = check_native(p, h100(), build);
+  ASSERT_TRUE(decision.ok) << decision.reason;
+  EXPECT_EQ(decision.family, KernelFamily::kPortableMma);
+  // The Hopper tiles from d=192 walk 64-key blocks.
+  p.d = 256;
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_n, 64);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
+}
+
+TEST(GateFamily, AmdRefusesTheHeadDimsOnlyNvidiaHas) {
+  AttnProblem p = long_sequence_problem();
+  BuildInfo build = amd_build();
+  build.head_dims = {64, 96, 128, 192, 256};
+  for (int64_t d : {96, 192, 256}) {
+    p.d = d;
+    GateDecision decision = check_native(p, mi300x(), build, verified_here());
+    expect_refused(decision, "head dim " + std::to_string(d) + " is built only for the NVIDIA");
+  }
+  p.d = 128;
+  EXPECT_TRUE(check_native(p, mi300x(), build, verified_here()).ok);
+}
+
+TEST(GateFamily, RefusesPortableTilesLargerThanTheSharedMemory) {
+  AttnProblem p = long_sequence_problem();
+  BuildInfo build = gpu_build();
+  build.head_dims = {64, 96, 128, 192, 256};
+  DeviceInfo rtx{Vendor::kNvidia, 86, 84, 99 * 1024};
+  p.d = 192;  // 144 KB of wide tile
+  expect_refused(check_native(p, rtx, build, untested_allowed()), "needs 144 KB of shared memory");
+  p.d = 128;  // 96 KB
+  EXPECT_TRUE(check_native(p, rtx, build, untested_allowed()).ok);
+  DeviceInfo a100{Vendor::kNvidia, 80, 108, 163 * 1024};
+  p.d = 256;  // 128 KB with 32-key blocks
+  EXPECT_TRUE(check_native(p, a100, build, untested_allowed()).ok);
+}
+
 TEST(GateFamily, DecodeAndShortGqaQueriesStayPortable) {
   AttnProblem p = long_sequence_problem();
   p.sq = 1; p.h = 32; p.hk = 8;  // 4 packed rows: the narrow tile

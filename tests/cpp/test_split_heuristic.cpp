@@ -532,7 +532,7 @@ TEST(SplitHeuristic, CapsAreUsed) {
 TEST(SplitHeuristic, ModelledTimeRejectsWhatCannotRun) {
   AttnProblem p = shape(1, 16, 128, 65535, 64);
   EXPECT_LT(modelled_split_us(p, nvidia(0), tiles_for(p), 1), 0);
-  EXPECT_LT(modelled_split_us(p, nvidia(132), portable_tile_config(96), 1), 0);
+  EXPECT_LT(modelled_split_us(p, nvidia(132), portable_tile_config(80), 1), 0);
   EXPECT_LT(modelled_split_us(p, nvidia(132), tiles_for(p), 0), 0);
   EXPECT_GT(modelled_split_us(p, nvidia(132), tiles_for(p), 1), 0);
 }
@@ -541,9 +541,9 @@ TEST(SplitHeuristic, DegenerateInputsMeanNoSplit) {
   // No device, no kernel for the head dim, or a single key block.
   AttnProblem p = shape(1, 1, 1, 100000, 64);
   EXPECT_EQ(choose_num_splits(p, nvidia(0), tiles_for(p)), 1);
-  p.d = 96;
+  p.d = 80;
   EXPECT_EQ(choose_num_splits(p, nvidia(132), tiles_for(p)), 1);
-  EXPECT_EQ(choose_num_splits(p, nvidia(132), portable_tile_config(96, true)), 1);
+  EXPECT_EQ(choose_num_splits(p, nvidia(132), portable_tile_config(80, true)), 1);
   for (int64_t d : {64, 128}) {
     for (int64_t sq : {1, 128}) {
       AttnProblem q = shape(1, 1, sq, 1, d);

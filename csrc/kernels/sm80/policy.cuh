@@ -21,11 +21,33 @@
 namespace flashsplit {
 namespace sm80 {
 
-// Shared-memory tiles are row-major with 16-byte chunks XOR-swizzled by (row % 8): the 8 rows
-// one ldmatrix phase reads then hit 8 different bank groups, and so do the cp.async writes.
+// Shared-memory tiles are row-major in 16-byte chunks, XOR-swizzled so that the 8 rows one
+// ldmatrix phase reads (and the cp.async copies write) hit 8 different bank groups. Rows of a
+// multiple of 64 elements (128 B: every row starts in group 0) swap chunks by row % 8. Rows of
+// 64k + 32 elements (96: consecutive rows start 4 groups apart) swap them inside their group
+// of 4 by row / 2 % 4, which row % 2 completes to 8 distinct groups.
 template <int D>
 __device__ __forceinline__ int swizzled(int row, int chunk) {
-  return row * D + ((chunk ^ (row & 7)) << 3);
+  static_assert(D % 32 == 0, "rows of whole 64-byte groups of chunks");
+  if constexpr (D % 64 == 0) {
+    return row * D + ((chunk ^ (row & 7)) << 3);
+  } else {
+    return row * D + ((chunk ^ ((row >> 1) & 3)) << 3);
+  }
+}
+
+// The chunk columns of a row one pass of the threads copies: the whole row where the threads
+// tile it, else (rows of 12 or 24 chunks: d=96, d=192) its largest power-of-two part, so a
+// thread copies the same chunk column of each part. Copies then walk rows Threads / chunks apart
+// with one advancing pointer per thread: unrolled, they cost no address registers each (the
+// narrow tile issues 32 per thread).
+template <int D, int Threads>
+constexpr int pass_chunks() {
+  constexpr int kChunks = D / 8;
+  if (Threads % kChunks == 0) return kChunks;
+  int chunks = 1;
+  while (kChunks % (2 * chunks) == 0 && Threads % (2 * chunks) == 0) chunks *= 2;
+  return chunks;
 }
 
 // Copies key rows [row0, row0 + Rows) of a (rows, D) global slice into shared memory; rows at or
@@ -33,20 +55,22 @@ __device__ __forceinline__ int swizzled(int row, int chunk) {
 template <int Rows, int D, int Threads, class Elem>
 __device__ __forceinline__ void load_tile(Elem* smem, const Elem* gmem, int64_t row_stride,
                                           int row0, int n_valid) {
-  constexpr int kChunks = D / 8;
-  static_assert(Threads % kChunks == 0 && Rows % (Threads / kChunks) == 0,
-                "threads tile the rows evenly");
-  constexpr int kRowStep = Threads / kChunks;
-  // Each thread keeps one chunk column and walks rows with one advancing pointer: unrolled
-  // copies then cost no address registers each (the narrow tile issues 32 per thread).
-  const int chunk = static_cast<int>(threadIdx.x) % kChunks;
-  const int first_row = static_cast<int>(threadIdx.x) / kChunks;
+  constexpr int kPassChunks = pass_chunks<D, Threads>();
+  constexpr int kPasses = D / 8 / kPassChunks;
+  constexpr int kRowStep = Threads / kPassChunks;
+  static_assert(Rows % kRowStep == 0, "threads tile the rows evenly");
+  const int chunk = static_cast<int>(threadIdx.x) % kPassChunks;
+  const int first_row = static_cast<int>(threadIdx.x) / kPassChunks;
   const Elem* src = gmem + static_cast<int64_t>(row0 + first_row) * row_stride + chunk * 8;
 #pragma unroll
   for (int i = 0; i < Rows / kRowStep; ++i) {
     const int row = first_row + i * kRowStep;
     const bool valid = row0 + row < n_valid;
-    cp_async_16(smem_addr(smem + swizzled<D>(row, chunk)), valid ? src : gmem, valid);
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      cp_async_16(smem_addr(smem + swizzled<D>(row, pass * kPassChunks + chunk)),
+                  valid ? src + pass * kPassChunks * 8 : gmem, valid);
+    }
     src += kRowStep * row_stride;
   }
 }
@@ -96,10 +120,11 @@ __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
                                                 const PageTable<Rows, Threads>& table,
                                                 int64_t page_stride, int64_t row_stride, int n,
                                                 int n_valid) {
-  constexpr int kChunks = D / 8;
-  constexpr int kRowStep = Threads / kChunks;
-  const int chunk = static_cast<int>(threadIdx.x) % kChunks;
-  const int first_row = static_cast<int>(threadIdx.x) / kChunks;
+  constexpr int kPassChunks = pass_chunks<D, Threads>();
+  constexpr int kPasses = D / 8 / kPassChunks;
+  constexpr int kRowStep = Threads / kPassChunks;
+  const int chunk = static_cast<int>(threadIdx.x) % kPassChunks;
+  const int first_row = static_cast<int>(threadIdx.x) / kPassChunks;
   const int first_page = table.first_page(n);
   const int* entries = table.slot(n);
   const int page_size = table.page_size.divisor();
@@ -118,7 +143,11 @@ __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
       }
       const int row = first_row + i * kRowStep;
       const bool valid = key0 + i * kRowStep < n_valid;
-      cp_async_16(smem_addr(smem + swizzled<D>(row, chunk)), valid ? src : head, valid);
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass) {
+        cp_async_16(smem_addr(smem + swizzled<D>(row, pass * kPassChunks + chunk)),
+                    valid ? src + pass * kPassChunks * 8 : head, valid);
+      }
       src += kRowStep * row_stride;
     }
     return;
@@ -132,7 +161,11 @@ __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
     const Elem* src = row0 + entry * page_stride +
                       static_cast<int64_t>(table.page_size.mod(key, page)) * row_stride;
     const bool valid = key < n_valid;
-    cp_async_16_unordered(smem_addr(smem + swizzled<D>(row, chunk)), valid ? src : head, valid);
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      cp_async_16_unordered(smem_addr(smem + swizzled<D>(row, pass * kPassChunks + chunk)),
+                            valid ? src + pass * kPassChunks * 8 : head, valid);
+    }
   }
 }
 
@@ -173,7 +206,6 @@ struct Policy {
   static constexpr int kDynamicSmemBytes = (kBlockM + 4 * kBlockN) * D * 2;
   static constexpr int kPagedSmemBytes = PageTable<kBlockN, kThreads>::kSmemBytes;
   static_assert(kBlockM == 16 * kConfig.warps * kMTiles, "each warp owns kMTiles tiles of 16 rows");
-  static_assert(D % 64 == 0, "the swizzle needs at least 8 chunks per row");
   static_assert(kBlockN % 16 == 0, "key blocks are walked 16 keys at a time");
 
   struct Lanes {
@@ -300,25 +332,44 @@ struct Policy {
     __device__ const Elem* v_tile() const { return sV0 + stage * kBlockN * D; }
   };
 
+  // Q's A fragments stay in registers for the tile up to d=128; from d=192 (96 and more
+  // registers of O beside them) each k-step reads its fragment from shared memory again.
+  static constexpr bool kQInRegisters = D <= 128;
   struct QFragment {
-    uint32_t r[kMTiles][D / 16][4];
+    uint32_t r[kQInRegisters ? kMTiles : 1][kQInRegisters ? D / 16 : 1][4];
+    uint32_t sign;  // XORed into fragments read at each k-step: flips Q for a negative scale
   };
-  __device__ static void read_q(QFragment& q, const Pipeline& pipe, const Lanes& l, bool negate) {
+  __device__ static void ldmatrix_q(uint32_t (&a)[4], const Pipeline& pipe, const Lanes& l, int t,
+                                    int kk) {
     const int warp_row0 = l.warp * 16 * kMTiles;
+    ldmatrix_x4(smem_addr(pipe.sQ + swizzled<D>(warp_row0 + t * 16 + l.lane % 16,
+                                                kk * 2 + l.lane / 16)),
+                a);
+  }
+  __device__ static void read_q(QFragment& q, const Pipeline& pipe, const Lanes& l, bool negate) {
+    q.sign = negate ? 0x80008000u : 0u;  // both halves' signs
+    if constexpr (kQInRegisters) {
 #pragma unroll
-    for (int t = 0; t < kMTiles; ++t)
+      for (int t = 0; t < kMTiles; ++t)
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        ldmatrix_x4(smem_addr(pipe.sQ + swizzled<D>(warp_row0 + t * 16 + l.lane % 16,
-                                                    kk * 2 + l.lane / 16)),
-                    q.r[t][kk]);
-    if (!negate) return;
+        for (int kk = 0; kk < D / 16; ++kk) {
+          ldmatrix_q(q.r[t][kk], pipe, l, t, kk);
 #pragma unroll
-    for (int t = 0; t < kMTiles; ++t)
+          for (int r = 0; r < 4; ++r) q.r[t][kk][r] ^= q.sign;
+        }
+    }
+  }
+  // Q's A fragment of row tile t at k-step kk.
+  __device__ static void q_operand(uint32_t (&a)[4], const QFragment& q, const Pipeline& pipe,
+                                   const Lanes& l, int t, int kk) {
+    if constexpr (kQInRegisters) {
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
+      for (int r = 0; r < 4; ++r) a[r] = q.r[t][kk][r];
+    } else {
+      ldmatrix_q(a, pipe, l, t, kk);
 #pragma unroll
-        for (int r = 0; r < 4; ++r) q.r[t][kk][r] ^= 0x80008000u;  // both halves' signs
+      for (int r = 0; r < 4; ++r) a[r] ^= q.sign;
+    }
   }
 
   // S = Q K^T for this warp's rows and the block's keys.
@@ -330,6 +381,9 @@ struct Policy {
     const Elem* sK = pipe.k_tile();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t a[kMTiles][4];
+#pragma unroll
+      for (int t = 0; t < kMTiles; ++t) q_operand(a[t], q, pipe, l, t, kk);
 #pragma unroll
       for (int nn = 0; nn < kBlockN / 16; ++nn) {
         uint32_t b[4];
@@ -338,8 +392,8 @@ struct Policy {
                     b);
 #pragma unroll
         for (int t = 0; t < kMTiles; ++t) {
-          mma_16816<Elem>(s.s[t][2 * nn], q.r[t][kk], b[0], b[1]);
-          mma_16816<Elem>(s.s[t][2 * nn + 1], q.r[t][kk], b[2], b[3]);
+          mma_16816<Elem>(s.s[t][2 * nn], a[t], b[0], b[1]);
+          mma_16816<Elem>(s.s[t][2 * nn + 1], a[t], b[2], b[3]);
         }
       }
     }

@@ -94,11 +94,27 @@ struct FwdEpilogue {
     }
   }
 
-  // G = 1: lse, then the warp's 16 rows staged and stored with TMA.
+  // G = 1: lse, then the warp's 16 rows staged and stored with TMA (from d=192: stored from
+  // registers, as the split path stores its partials).
   __device__ __forceinline__ void write_direct(const FinishedRows& f, bool no_keys,
                                                const float (&o)[kHeadDim / 2],
                                                const float (&fin_max)[2],
                                                const float (&fin_sum)[2]) const {
+    if constexpr (!Tiles::kStagedOutput) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float sum = no_keys ? 0.f : quad_sum(fin_sum[r]);
+        const int query = f.row0 + 8 * r;
+        if (query >= p.sq) continue;  // a padding row of the last tile
+        write_output_row<Elem, kHeadDim, false>(
+            p, f.batch, f.head, query, f.split, fin_max[r], scale_log2, sum, th.quad_col,
+            [&](int j) {
+              return no_keys ? make_float2(0.f, 0.f)
+                             : make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]);
+            });
+      }
+      return;
+    }
     // The warp's previous store must have read its staging rows before they are rewritten.
     if (th.lane == 0) bulk_wait_group_read<0>();
     __syncwarp();

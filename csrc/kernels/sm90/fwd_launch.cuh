@@ -27,7 +27,7 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
                                 Tiles::kBlockN);
   // G = 1 stores the output with TMA, 16 rows (one consumer warp) per box; splits write fp32
   // partials without a map.
-  if (params.num_splits <= 1) {
+  if (params.num_splits <= 1 && Tiles::kStagedOutput) {
     hp.epilogue.o_map = make_head_tile_map("out", params.out, params.elem, D, params.sq, params.h,
                                   params.b, params.o_row_stride, params.o_head_stride,
                                   params.o_batch_stride, 16);
@@ -138,6 +138,11 @@ using TallTiles = HopperTiles<D, kHopperTallRows, false, false, D == 64 ? 2 : 1,
 // S = Q K^T (LaunchPlan::carry).
 template <int D>
 using PingPongTiles = HopperTiles<D, kHopperBaseRows, true, true, 2, true>;
+// 128 rows at d=192 and 256: ping-pong tiles over 64-key blocks (kHopperLargeHeadBlockN), two Q
+// buffers at d=192, one at d=256 (so its tiles do not carry S across tiles).
+template <int D>
+using LargeHeadTiles = HopperTiles<D, kHopperBaseRows, true, true, D == 256 ? 1 : 2, D != 256,
+                                   kHopperLargeHeadBlockN>;
 // 256 rows (unsplit d=64 calls): four consumers side by side over 64-key blocks, six stages of
 // the K/V ring, so it holds as many keys as three of 128.
 using WideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false, kHopperWideBlockN>;
@@ -145,19 +150,27 @@ using WideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false, kHopp
 template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                      LaunchRecord* record) {
-  switch (plan.tiles.block_m) {
-    case kHopperBaseRows: return launch_tiles<Elem, D, PingPongTiles<D>>(params, plan, stream, record);
-    case kHopperTallRows: return launch_tiles<Elem, D, TallTiles<D>>(params, plan, stream, record);
-    case kHopperWideRows:
-      if constexpr (D == 64) {
-        // Only unsplit forms exist: the plan takes wide tiles for nothing else.
-        if (plan.num_splits != 1) {
-          throw std::logic_error("flashsplit: wide Hopper tiles are for unsplit calls");
+  if constexpr (D > 128) {
+    if (plan.tiles.block_m == kHopperBaseRows) {
+      return launch_tiles<Elem, D, LargeHeadTiles<D>>(params, plan, stream, record);
+    }
+  } else {
+    switch (plan.tiles.block_m) {
+      case kHopperBaseRows:
+        return launch_tiles<Elem, D, PingPongTiles<D>>(params, plan, stream, record);
+      case kHopperTallRows:
+        return launch_tiles<Elem, D, TallTiles<D>>(params, plan, stream, record);
+      case kHopperWideRows:
+        if constexpr (D == 64) {
+          // Only unsplit forms exist: the plan takes wide tiles for nothing else.
+          if (plan.num_splits != 1) {
+            throw std::logic_error("flashsplit: wide Hopper tiles are for unsplit calls");
+          }
+          if (params.causal) return launch_variant<Elem, D, true, false, WideTiles>(params, plan, stream, record);
+          return launch_variant<Elem, D, false, false, WideTiles>(params, plan, stream, record);
         }
-        if (params.causal) return launch_variant<Elem, D, true, false, WideTiles>(params, plan, stream, record);
-        return launch_variant<Elem, D, false, false, WideTiles>(params, plan, stream, record);
-      }
-      break;
+        break;
+    }
   }
   throw std::logic_error("flashsplit: no Hopper tile of " + std::to_string(plan.tiles.block_m) +
                          " rows at d=" + std::to_string(D));

@@ -34,15 +34,19 @@ struct HopperTiles {
   static constexpr bool kApproxRowScale = PingPong || BlockM == 256;
   static constexpr int kConsumers = kBlockM / 64;           // warpgroups of 64 rows
   static constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
-  // The K/V ring holds as many keys with 64-key blocks as with 128-key ones.
-  static constexpr int kStages = (D == 64 ? 3 : 2) * 128 / BlockN;
+  // The K/V ring holds as many keys with 64-key blocks as with 128-key ones; from d=192 two
+  // stages of 64 keys fit beside Q.
+  static constexpr int kStages = D <= 128 ? (D == 64 ? 3 : 2) * 128 / BlockN : 2;
   static constexpr int kSlabs = D / 64;
   static constexpr int kSlabBytesQ = kBlockM * 128;
   static constexpr int kSlabBytesKV = kBlockN * 128;
   static constexpr int kTileBytesQ = kSlabs * kSlabBytesQ;
   static constexpr int kTileBytesKV = kSlabs * kSlabBytesKV;
-  // Output staging (direct epilogue): per consumer, D/64 slabs of 64 rows x 128 B.
+  // Output staging (direct epilogue): per consumer, D/64 slabs of 64 rows x 128 B. From d=192
+  // the shared memory holds no staging beside Q and the ring: the rows are stored from
+  // registers (FwdEpilogue::write_direct).
   static constexpr int kSlabBytesO = 64 * 128;
+  static constexpr bool kStagedOutput = D <= 128;
   // Q buffers: with two, the producer loads the next tile's Q (and then its K, V) while this
   // tile's Q is still in use, instead of waiting for its last S = Q K^T (measured: +2-3% with
   // 192-row tiles; with 128-row ping-pong tiles, whose last P V carries the next tile's first
@@ -97,12 +101,12 @@ struct FwdKernelTraits {
   // there the counter measured even to 2.5% slower.
   static constexpr bool kGroupedWalk = Causal && !Tiles::kOverlap && !TailPass;
   // The order a tile's key blocks are walked in: last first, so masking (the keys past sk, the
-  // causal diagonal) is needed only early, except on causal ping-pong tiles at d=128, which
+  // causal diagonal) is needed only early, except on causal ping-pong tiles from d=128, which
   // walk them first to last. Walking back from its own diagonal, each of a head's query tiles
   // running side by side asks for a different block of the head's keys and values; walking
   // forward they ask for the same block together. Measured +0.4-3% at d=128 (causal 512 and
-  // 1024 rows, small grids, long keys) but 0.7-2% slower at d=64.
-  static constexpr bool kForwardWalk = Causal && Tiles::kOverlap && D == 128;
+  // 1024 rows, small grids, long keys), up to +8% at d=192 and 256, but 0.7-2% slower at d=64.
+  static constexpr bool kForwardWalk = Causal && Tiles::kOverlap && D >= 128;
   static constexpr int kWalkStep = kForwardWalk ? 1 : -1;
   // On causal tiles whose consumers run side by side (192 and 256 rows), a later 64-row slice
   // sees more key blocks than an earlier one (up to one more per 64 rows on 192-row tiles, three

@@ -25,8 +25,10 @@ struct SharedStorage {
   unsigned char q[Tiles::kQStages][Tiles::kTileBytesQ];  // per Q buffer
   unsigned char k[Tiles::kStages][Tiles::kTileBytesKV];  // per K/V ring stage
   unsigned char v[Tiles::kStages][Tiles::kTileBytesKV];
-  // Output staging of the direct epilogue: per consumer, D/64 slabs of 64 rows.
-  unsigned char o[Tiles::kConsumers][Tiles::kSlabs * Tiles::kSlabBytesO];
+  // Output staging of the direct epilogue: per consumer, D/64 slabs of 64 rows (one unused
+  // atom where the rows are stored from registers).
+  unsigned char o[Tiles::kConsumers][Tiles::kStagedOutput ? Tiles::kSlabs * Tiles::kSlabBytesO
+                                                          : kSwizzleAlign];
   // mbarriers: a Q buffer's, a ring stage's K and V, the tile ring's (the grouped dynamic walk).
   uint64_t q_full[Tiles::kQStages];
   uint64_t q_empty[Tiles::kQStages];

@@ -1,0 +1,85 @@
+"""Head dims 96, 192 and 256 on the native kernels, against the fp32 reference: both dtypes,
+causal or not, MHA/GQA/MQA, decode (the narrow tile), prefill and long keys (the wide tile, the
+Hopper kernels where they have the head dim), G 1, 3 and the heuristic's, on each kernel family
+that has the head dim (the portable one forced with FLASHSPLIT_DISABLE_HOPPER=1). Sequence calls
+(varlen, a paged kv cache) run them too."""
+
+import pytest
+import torch
+
+from test_gpu_common import (  # noqa: F401 (full_fp32_matmuls applies as an autouse fixture)
+    BUILD_INFO, DTYPE_IDS, DTYPES, PORTABLE, assert_matches_reference, assert_native,
+    fs_forward, full_fp32_matmuls, generator_for, rand_qkv, references, requires_native)
+
+import flashsplit  # noqa: E402
+from sequence_cases import assert_varlen_matches, to_pages, varlen_inputs  # noqa: E402
+
+pytestmark = [pytest.mark.gpu, requires_native]
+
+HEAD_DIMS = (96, 192, 256)
+# The Hopper kernels' head dims (csrc/core/head_dims.h); the others run the portable kernels.
+HOPPER_HEAD_DIMS = (64, 128, 192, 256)
+SHAPES = [(1, 1), (1, 9000), (4, 4000), (113, 203), (700, 900), (2048, 2048), (300, 100)]
+HEADS = {"mha": (4, 4), "gqa": (8, 2), "mqa": (4, 1)}
+SPLITS = (1, 3, 0)
+
+
+@pytest.fixture(params=["as_shipped", "portable"])
+def family(request, monkeypatch):
+    if request.param == "portable":
+        monkeypatch.setenv("FLASHSPLIT_DISABLE_HOPPER", "1")
+    return request.param
+
+
+def test_the_build_has_every_head_dim():
+    assert set(HEAD_DIMS) <= set(BUILD_INFO.get("head_dims", [])), BUILD_INFO
+
+
+@pytest.mark.parametrize("sq,sk", SHAPES, ids=[f"sq{a}-sk{b}" for a, b in SHAPES])
+@pytest.mark.parametrize("heads", list(HEADS))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", HEAD_DIMS, ids=[f"d{d}" for d in HEAD_DIMS])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_head_dim_matches_fp32_reference(request, family, dtype, d, causal, heads, sq, sk):
+    h, hk = HEADS[heads]
+    b = 1 if sq * sk >= 4_000_000 else 2
+    q, k, v = rand_qkv(generator_for(request), b, sq, sk, h, hk, d, dtype)
+    refs = references(q, k, v, causal=causal)
+    for num_splits in SPLITS:
+        decision = assert_native(q, k, v, causal, num_splits)
+        if family == "portable":
+            assert decision["kernel"] == PORTABLE, decision
+        what = (f"{family} b={b} sq={sq} sk={sk} h={h} hk={hk} d={d} causal={causal} "
+                f"num_splits={num_splits} ({decision['kernel']}, G={decision['num_splits']}, "
+                f"tile {decision['details']['block_m']}x{decision['details']['block_n']})")
+        out, lse = fs_forward(q, k, v, causal, num_splits)
+        assert_matches_reference(out, lse, q, k, refs, causal, what)
+
+
+@pytest.mark.parametrize("d", HEAD_DIMS, ids=[f"d{d}" for d in HEAD_DIMS])
+def test_long_prefill_takes_the_hopper_kernels_where_they_have_the_head_dim(d):
+    if not BUILD_INFO.get("hopper_kernels_built") or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the Hopper kernels run on cc 9.0 builds with sm_90a")
+    q = torch.empty(1, 1024, 8, d, device="cuda", dtype=torch.bfloat16)
+    decision = assert_native(q, q, q)
+    expected = "hopper_wgmma" if d in HOPPER_HEAD_DIMS else PORTABLE
+    assert decision["kernel"] == expected, decision
+
+
+@pytest.mark.parametrize("d", HEAD_DIMS, ids=[f"d{d}" for d in HEAD_DIMS])
+def test_head_dim_varlen_and_paged_kv_cache(d):
+    q_lens, k_lens = [3, 0, 130, 1], [700, 5, 300, 2000]
+    q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, 8, 2, d, torch.bfloat16, "cuda", seed=d)
+    for num_splits in SPLITS:
+        out, lse, _ = flashsplit.flash_attn_varlen_func(
+            q, k, v, cu_q, cu_k, max(q_lens), max(k_lens), causal=True, return_attn_probs=True,
+            strict=True, num_splits=num_splits)
+        assert_varlen_matches(out, lse, q, k, v, q_lens, k_lens, f"varlen d={d} G={num_splits}",
+                              causal=True)
+        k_pages, table = to_pages(k, k_lens, 16, torch.Generator().manual_seed(d))
+        v_pages, _ = to_pages(v, k_lens, 16, torch.Generator().manual_seed(d))
+        out, lse, _ = flashsplit.flash_attn_varlen_func(
+            q, k_pages, v_pages, cu_q, cu_k, max(q_lens), max(k_lens), causal=True,
+            block_table=table, return_attn_probs=True, strict=True, num_splits=num_splits)
+        assert_varlen_matches(out, lse, q, k, v, q_lens, k_lens, f"paged d={d} G={num_splits}",
+                              causal=True)
