@@ -1,7 +1,7 @@
 """Head dims 96, 192 and 256 on the native kernels, against the fp32 reference: both dtypes,
-causal or not, MHA/GQA/MQA, decode (the narrow tile), prefill and long keys (the wide tile, the
-Hopper kernels where they have the head dim), G 1, 3 and the heuristic's, on each kernel family
-that has the head dim (the portable one forced with FLASHSPLIT_DISABLE_HOPPER=1). Sequence calls
+causal or not, MHA/GQA/MQA, decode (the narrow tile), prefill and long keys (the wide tile and
+the Hopper kernels), G 1, 3 and the heuristic's, on both kernel families (the portable one
+forced with FLASHSPLIT_DISABLE_HOPPER=1). Sequence calls
 (varlen, a paged kv cache) run them too."""
 
 import pytest
@@ -17,8 +17,6 @@ from sequence_cases import assert_varlen_matches, to_pages, varlen_inputs  # noq
 pytestmark = [pytest.mark.gpu, requires_native]
 
 HEAD_DIMS = (96, 192, 256)
-# The Hopper kernels' head dims (csrc/core/head_dims.h); the others run the portable kernels.
-HOPPER_HEAD_DIMS = (64, 128, 192, 256)
 SHAPES = [(1, 1), (1, 9000), (4, 4000), (113, 203), (700, 900), (2048, 2048), (300, 100)]
 HEADS = {"mha": (4, 4), "gqa": (8, 2), "mqa": (4, 1)}
 SPLITS = (1, 3, 0)
@@ -57,13 +55,12 @@ def test_head_dim_matches_fp32_reference(request, family, dtype, d, causal, head
 
 
 @pytest.mark.parametrize("d", HEAD_DIMS, ids=[f"d{d}" for d in HEAD_DIMS])
-def test_long_prefill_takes_the_hopper_kernels_where_they_have_the_head_dim(d):
+def test_long_prefill_takes_the_hopper_kernels(d):
     if not BUILD_INFO.get("hopper_kernels_built") or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the Hopper kernels run on cc 9.0 builds with sm_90a")
     q = torch.empty(1, 1024, 8, d, device="cuda", dtype=torch.bfloat16)
     decision = assert_native(q, q, q)
-    expected = "hopper_wgmma" if d in HOPPER_HEAD_DIMS else PORTABLE
-    assert decision["kernel"] == expected, decision
+    assert decision["kernel"] == "hopper_wgmma", decision
 
 
 @pytest.mark.parametrize("d", HEAD_DIMS, ids=[f"d{d}" for d in HEAD_DIMS])

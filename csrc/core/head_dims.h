@@ -12,9 +12,10 @@ constexpr bool portable_mma_has_head_dim(int d) {
   return d == 64 || d == 96 || d == 128 || d == 192 || d == 256;
 }
 
-// The Hopper kernels: TMA boxes and wgmma operands are slabs of 64 columns, so head dims are
-// whole slabs.
-constexpr bool hopper_has_head_dim(int d) { return d == 64 || d == 128 || d == 192 || d == 256; }
+// The Hopper kernels: TMA boxes and wgmma operands are slabs of 64 columns (of 32 at d=96).
+constexpr bool hopper_has_head_dim(int d) {
+  return d == 64 || d == 96 || d == 128 || d == 192 || d == 256;
+}
 
 // The portable kernels over the gfx9 policy (MFMA): its LDS rows are a power of two of units.
 constexpr bool portable_mfma_has_head_dim(int d) { return d == 64 || d == 128; }

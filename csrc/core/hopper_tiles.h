@@ -23,10 +23,10 @@ constexpr bool hopper_persistent(long long sk) {
 // Whether persistent 128-row ping-pong tiles issue a tile's first S = Q K^T together with the
 // previous tile's last P V. At d=128 without the mask the next tile's Q and K must land before
 // the last P V can start, which costs more than the overlap gains; with the mask (tiles walk
-// their blocks first to last) and at d=64 it pays. d=256 tiles have one Q buffer, so the next
-// tile's Q cannot land before the last S = Q K^T: they do not carry.
+// their blocks first to last) and at d=64 it pays. d=192 and 256 tiles have one Q buffer, so the
+// next tile's Q cannot land before the last S = Q K^T: they do not carry.
 constexpr bool hopper_carry_across_tiles(int head_dim, bool causal) {
-  return head_dim == 128 ? causal : head_dim != 256;
+  return head_dim == 128 ? causal : head_dim < 128;
 }
 
 // Rows per block of the Hopper kernel: 128 (two consumer warpgroups in ping-pong), 192 (three
@@ -37,10 +37,10 @@ constexpr int kHopperBaseRows = 128;
 constexpr int kHopperTallRows = 192;
 constexpr int kHopperWideRows = 256;
 constexpr int kHopperWideBlockN = 64;
-// Keys per block of the d=192 and d=256 tiles (128 rows in ping-pong): O's 96 or 128
-// registers leave a consumer room for S and P of 64 keys, and a ring of two stages of 64 keys
-// beside Q fits the shared memory.
-constexpr int kHopperLargeHeadBlockN = 64;
+// Keys per block of the d=192 and d=256 tiles (128 rows in ping-pong, one Q buffer): as many as
+// a consumer's registers hold S and P of beside O's 96 or 128, and two ring stages of beside Q
+// in the shared memory (220 and 224 KB).
+constexpr int hopper_large_head_block_n(int head_dim) { return head_dim == 192 ? 112 : 80; }
 // Cost of a tall-tile row in % of a base-tile row, fitted to forced tiles: d=64 without the
 // mask; d=64 with it on persistent tiles (at most kHopperPersistentMaxKeyBlocks key blocks; the
 // consumers rotate their row slices there) and on longer ones; d=128.
@@ -131,18 +131,18 @@ FS_HOST_DEVICE constexpr bool hopper_staggered_block(long long tiles, long long 
 }
 
 // Tiles of the Hopper (wgmma) kernel: block_m query rows of one head in consumer warpgroups of
-// 64 rows plus a TMA producer warpgroup, 128-key blocks (64 on wide tiles and from d=192), one
-// block per SM.
+// 64 rows plus a TMA producer warpgroup, 128-key blocks (64 on wide tiles; 112 at d=192, 80 at d=256),
+// one block per SM.
 // Without heads, sm_count and num_splits: the split calls' tiles, which the heuristic models.
 constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bool causal = false,
                                         long long sk = 1 << 20, long long heads = 0,
                                         int sm_count = 0, int num_splits = 2) {
-  if (head_dim != 64 && head_dim != 128 && head_dim != 192 && head_dim != 256) {
+  if (head_dim != 64 && head_dim != 96 && head_dim != 128 && head_dim != 192 && head_dim != 256) {
     return TileConfig{0, 0, 0, 0};
   }
   const int block_m = hopper_block_m(head_dim, sq, causal, sk, heads, sm_count, num_splits);
   const int block_n = block_m == kHopperWideRows ? kHopperWideBlockN
-                      : head_dim > 128           ? kHopperLargeHeadBlockN
+                      : head_dim > 128           ? hopper_large_head_block_n(head_dim)
                                                  : kHopperBlockN;
   return TileConfig{block_m, block_n, 4 + block_m / 16, 1, 1, false};
 }

@@ -29,6 +29,9 @@ using testing::h100;
 using testing::mi300x;
 
 BuildInfo gpu_build() { return BuildInfo{true, {80, 90}, {64, 128}}; }
+BuildInfo gpu_build_with(std::vector<int> head_dims) {
+  return BuildInfo{true, {80, 90}, std::move(head_dims)};
+}
 
 GateOptions untested_allowed() {
   GateOptions options;
@@ -379,19 +382,22 @@ TEST(GateFamily, HeadDimsGoToTheFamiliesThatHaveThem) {
   AttnProblem p = long_sequence_problem();
   BuildInfo build = hopper_build();
   build.head_dims = {64, 96, 128, 192, 256};
-  for (int64_t d : {64, 128, 192, 256}) {
+  for (int64_t d : {64, 96, 128, 192, 256}) {
     p.d = d;
     EXPECT_EQ(check_native(p, h100(), build).family, KernelFamily::kHopperWgmma) << d;
   }
-  // d=96 is not whole 64-column slabs: the portable kernels serve it.
+  // Without the Hopper kernels the portable ones serve every head dim.
   p.d = 96;
-  GateDecision decision = check_native(p, h100(), build);
+  GateDecision decision = check_native(p, h100(), gpu_build_with(build.head_dims));
   ASSERT_TRUE(decision.ok) << decision.reason;
   EXPECT_EQ(decision.family, KernelFamily::kPortableMma);
-  // The Hopper tiles from d=192 walk 64-key blocks.
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_n, 128);
+  // The Hopper tiles walk 112-key blocks at d=192, 80-key blocks at d=256.
   p.d = 256;
-  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_n, 64);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_n, 80);
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
+  p.d = 192;
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_n, 112);
 }
 
 TEST(GateFamily, AmdRefusesTheHeadDimsOnlyNvidiaHas) {

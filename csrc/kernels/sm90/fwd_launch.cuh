@@ -18,19 +18,19 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
   hp.p = params;
   hp.mainloop.q_map = make_head_tile_map("q", params.q, params.elem, D, params.sq, params.h, params.b,
                                 params.q_row_stride, params.q_head_stride, params.q_batch_stride,
-                                Tiles::kBlockM);
+                                Tiles::kSlabCols, Tiles::kBlockM);
   hp.mainloop.k_map = make_head_tile_map("k", params.k, params.elem, D, params.sk, params.hk, params.b,
                                 params.k_row_stride, params.k_head_stride, params.k_batch_stride,
-                                Tiles::kBlockN);
+                                Tiles::kSlabCols, Tiles::kBlockN);
   hp.mainloop.v_map = make_head_tile_map("v", params.v, params.elem, D, params.sk, params.hk, params.b,
                                 params.v_row_stride, params.v_head_stride, params.v_batch_stride,
-                                Tiles::kBlockN);
+                                Tiles::kSlabCols, Tiles::kBlockN);
   // G = 1 stores the output with TMA, 16 rows (one consumer warp) per box; splits write fp32
   // partials without a map.
   if (params.num_splits <= 1 && Tiles::kStagedOutput) {
     hp.epilogue.o_map = make_head_tile_map("out", params.out, params.elem, D, params.sq, params.h,
                                   params.b, params.o_row_stride, params.o_head_stride,
-                                  params.o_batch_stride, 16);
+                                  params.o_batch_stride, 64, 16);
   }
   return hp;
 }
@@ -138,11 +138,11 @@ using TallTiles = HopperTiles<D, kHopperTallRows, false, false, D == 64 ? 2 : 1,
 // S = Q K^T (LaunchPlan::carry).
 template <int D>
 using PingPongTiles = HopperTiles<D, kHopperBaseRows, true, true, 2, true>;
-// 128 rows at d=192 and 256: ping-pong tiles over 64-key blocks (kHopperLargeHeadBlockN), two Q
-// buffers at d=192, one at d=256 (so its tiles do not carry S across tiles).
+// 128 rows at d=192 and 256: ping-pong tiles over hopper_large_head_block_n keys, one Q buffer
+// (so they do not carry S across tiles).
 template <int D>
-using LargeHeadTiles = HopperTiles<D, kHopperBaseRows, true, true, D == 256 ? 1 : 2, D != 256,
-                                   kHopperLargeHeadBlockN>;
+using LargeHeadTiles =
+    HopperTiles<D, kHopperBaseRows, true, true, 1, false, hopper_large_head_block_n(D)>;
 // 256 rows (unsplit d=64 calls): four consumers side by side over 64-key blocks, six stages of
 // the K/V ring, so it holds as many keys as three of 128.
 using WideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false, kHopperWideBlockN>;
@@ -159,7 +159,10 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
       case kHopperBaseRows:
         return launch_tiles<Elem, D, PingPongTiles<D>>(params, plan, stream, record);
       case kHopperTallRows:
-        return launch_tiles<Elem, D, TallTiles<D>>(params, plan, stream, record);
+        if constexpr (D == 64 || D == 128) {
+          return launch_tiles<Elem, D, TallTiles<D>>(params, plan, stream, record);
+        }
+        break;
       case kHopperWideRows:
         if constexpr (D == 64) {
           // Only unsplit forms exist: the plan takes wide tiles for nothing else.

@@ -196,37 +196,46 @@ __device__ __forceinline__ bool named_barrier_any(int id, int threads, bool pred
   return any != 0;
 }
 
-// ---- Shared-memory matrix descriptors for tiles stored as TMA's 128-byte swizzle writes them:
-// rows of 64 16-bit elements (128 B), 8-row atoms of 1024 B, atoms 1024-B aligned.
+// ---- Shared-memory matrix descriptors for tiles stored as TMA's swizzle writes them: slabs of
+// rows of RowBytes (128: 64 16-bit elements with the 128-byte swizzle; 64: 32 elements with the
+// 64-byte swizzle), 8-row atoms, atoms aligned to their size.
 // Bits: [0,14) start address >> 4, [16,30) leading byte offset >> 4, [32,46) stride byte
-// offset >> 4, [62,64) layout (1 = 128-byte swizzle).
+// offset >> 4, [62,64) layout (1 = 128-byte swizzle, 2 = 64-byte swizzle).
+template <int RowBytes>
 __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t leading_bytes,
                                               uint32_t stride_bytes) {
+  static_assert(RowBytes == 128 || RowBytes == 64, "128- and 64-byte swizzled slabs");
+  constexpr uint64_t kLayout = RowBytes == 128 ? 1 : 2;
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
          (static_cast<uint64_t>((leading_bytes >> 4) & 0x3FFF) << 16) |
-         (static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32) | (1ull << 62);
+         (static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32) | (kLayout << 62);
 }
 // K-major operand (the reduction dim is the contiguous one: Q and K rows). A k16 step moves the
-// start address 32 B within the 128-B row; the leading offset is unused for this layout.
+// start address 32 B within the row; the leading offset is unused for this layout; the next 8
+// rows are 8 * RowBytes further on.
+template <int RowBytes>
 __device__ __forceinline__ uint64_t desc_k_major(uint32_t addr) {
-  return smem_desc(addr, 16, 1024);
+  return smem_desc<RowBytes>(addr, 16, 8 * RowBytes);
 }
 // K-major descriptors differ only in their low word (the start address). The consumers keep
 // that word alone and add the high word where they issue the wgmma, so the compiler sees it as
 // the constant it is (with a whole descriptor kept, ptxas copied its high word into a fresh
 // register at every k-step).
+template <int RowBytes>
 __device__ __forceinline__ uint32_t desc_k_major_low(uint32_t addr) {
-  return static_cast<uint32_t>(desc_k_major(addr));
+  return static_cast<uint32_t>(desc_k_major<RowBytes>(addr));
 }
 // The K-major descriptor whose low word is `low`, of the operand `bytes` (a multiple of 16)
 // further on in shared memory (the address stays below 2^14 * 16 B, so nothing carries).
+template <int RowBytes>
 __device__ __forceinline__ uint64_t desc_k_major_at(uint32_t low, uint32_t bytes) {
-  return (desc_k_major(0) & 0xFFFFFFFF00000000ull) | (low + (bytes >> 4));
+  return (desc_k_major<RowBytes>(0) & 0xFFFFFFFF00000000ull) | (low + (bytes >> 4));
 }
-// MN-major operand (V: rows are keys = the reduction dim, columns contiguous): the next 64
-// columns live `slab_bytes` further on; the next 8 keys 1024 B further on.
+// MN-major operand (V: rows are keys = the reduction dim, columns contiguous): the next slab of
+// columns lives `slab_bytes` further on; the next 8 keys 8 * RowBytes further on.
+template <int RowBytes>
 __device__ __forceinline__ uint64_t desc_mn_major(uint32_t addr, uint32_t slab_bytes) {
-  return smem_desc(addr, slab_bytes, 1024);
+  return smem_desc<RowBytes>(addr, slab_bytes, 8 * RowBytes);
 }
 
 }  // namespace sm90

@@ -35,18 +35,22 @@ struct HopperTiles {
   static constexpr int kConsumers = kBlockM / 64;           // warpgroups of 64 rows
   static constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
   // The K/V ring holds as many keys with 64-key blocks as with 128-key ones; from d=192 two
-  // stages of 64 keys fit beside Q.
-  static constexpr int kStages = D <= 128 ? (D == 64 ? 3 : 2) * 128 / BlockN : 2;
-  static constexpr int kSlabs = D / 64;
-  static constexpr int kSlabBytesQ = kBlockM * 128;
-  static constexpr int kSlabBytesKV = kBlockN * 128;
+  // stages fit beside Q.
+  static constexpr int kStages = D <= 128 ? (D <= 96 ? 3 : 2) * 128 / BlockN : 2;
+  // Tiles are slabs of kSlabCols columns, one TMA box each: 64 (128-byte rows, the 128-byte
+  // swizzle) where the head dim is whole such slabs, else 32 (d=96: 64-byte rows and swizzle).
+  static constexpr int kSlabCols = D % 64 == 0 ? 64 : 32;
+  static constexpr int kSlabRowBytes = kSlabCols * 2;
+  static constexpr int kSlabs = D / kSlabCols;
+  static constexpr int kSlabBytesQ = kBlockM * kSlabRowBytes;
+  static constexpr int kSlabBytesKV = kBlockN * kSlabRowBytes;
   static constexpr int kTileBytesQ = kSlabs * kSlabBytesQ;
   static constexpr int kTileBytesKV = kSlabs * kSlabBytesKV;
   // Output staging (direct epilogue): per consumer, D/64 slabs of 64 rows x 128 B. From d=192
-  // the shared memory holds no staging beside Q and the ring: the rows are stored from
-  // registers (FwdEpilogue::write_direct).
+  // the shared memory holds no staging beside Q and the ring, and d=96 is not whole slabs: the
+  // rows are stored from registers (FwdEpilogue::write_direct).
   static constexpr int kSlabBytesO = 64 * 128;
-  static constexpr bool kStagedOutput = D <= 128;
+  static constexpr bool kStagedOutput = D <= 128 && kSlabCols == 64;
   // Q buffers: with two, the producer loads the next tile's Q (and then its K, V) while this
   // tile's Q is still in use, instead of waiting for its last S = Q K^T (measured: +2-3% with
   // 192-row tiles; with 128-row ping-pong tiles, whose last P V carries the next tile's first
@@ -61,7 +65,8 @@ struct HopperTiles {
   // 32 fill the rest exactly, and its dynamic causal walk needs them: with 24 it spilled).
   static constexpr int kProducerRegs = kConsumers == 2 ? 40 : 32;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : kConsumers == 3 ? 160 : 112;
-  static_assert(kBlockN == 128 || kBlockN == 64, "wgmma_qk has 128- and 64-key blocks");
+  static_assert(kBlockN == 128 || kBlockN == 112 || kBlockN == 80 || kBlockN == 64,
+                "wgmma_qk has 128-, 112-, 80- and 64-key blocks");
   static_assert(kBlockM % 64 == 0 && kConsumers >= 1, "consumers own 64 rows each");
   // setmaxnreg moves registers within the block's launch allocation (the launch bound's count,
   // a multiple of 8, per thread); asking for more than it holds waits forever.

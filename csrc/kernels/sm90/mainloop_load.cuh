@@ -57,12 +57,12 @@ struct FwdProducer {
     mbar_arrive_expect_tx(&smem.k_full()[ring.stage], Tiles::kTileBytesKV);
     for (int slab = 0; slab < Tiles::kSlabs; ++slab)
       tma_load_4d(k_dst + slab * Tiles::kSlabBytesKV, &mp.k_map, &smem.k_full()[ring.stage],
-                  slab * 64, n * kBlockN, t.kv_head, t.batch, kv_policy());
+                  slab * Tiles::kSlabCols, n * kBlockN, t.kv_head, t.batch, kv_policy());
     mbar_wait(&smem.v_empty()[ring.stage], ring.phase ^ 1);
     mbar_arrive_expect_tx(&smem.v_full()[ring.stage], Tiles::kTileBytesKV);
     for (int slab = 0; slab < Tiles::kSlabs; ++slab)
       tma_load_4d(v_dst + slab * Tiles::kSlabBytesKV, &mp.v_map, &smem.v_full()[ring.stage],
-                  slab * 64, n * kBlockN, t.kv_head, t.batch, kv_policy());
+                  slab * Tiles::kSlabCols, n * kBlockN, t.kv_head, t.batch, kv_policy());
     ring.advance();
   }
 
@@ -76,7 +76,7 @@ struct FwdProducer {
     mbar_arrive_expect_tx(&smem.q_full()[qb], Tiles::kTileBytesQ);
     for (int slab = 0; slab < Tiles::kSlabs; ++slab)
       tma_load_4d(smem.q() + qb * Tiles::kTileBytesQ + slab * Tiles::kSlabBytesQ, &mp.q_map,
-                  &smem.q_full()[qb], slab * 64, t.m0, t.head, t.batch, l2_evict_first_policy());
+                  &smem.q_full()[qb], slab * Tiles::kSlabCols, t.m0, t.head, t.batch, l2_evict_first_policy());
     ++q_round;
     for (int n = Kt::kForwardWalk ? t.range.begin : t.range.end - 1;
          Kt::kForwardWalk ? n < t.range.end : n >= t.range.begin; n += Kt::kWalkStep)

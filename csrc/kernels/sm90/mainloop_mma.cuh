@@ -64,22 +64,27 @@ struct FwdConsumer {
   // ---- GEMMs, turns and releases.
   // S = Q K^T for the block in `stage`: D/16 k-steps, each 32 B further along a slab's rows.
   __device__ __forceinline__ void issue_qk(int stage) {
+    constexpr int kRowBytes = Tiles::kSlabRowBytes, kStepsPerSlab = Tiles::kSlabCols / 16;
     const uint32_t k_addr = k_base + stage * Tiles::kTileBytesKV;
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-      const uint32_t offset = (kk % 4) * 32u;
-      wgmma_qk<Elem>(s, desc_k_major_at(q_desc_low, (kk / 4) * Tiles::kSlabBytesQ + offset),
-                     desc_k_major(k_addr + (kk / 4) * Tiles::kSlabBytesKV + offset), kk > 0);
+      const uint32_t offset = (kk % kStepsPerSlab) * 32u;
+      const int slab = kk / kStepsPerSlab;
+      wgmma_qk<Elem>(
+          s, desc_k_major_at<kRowBytes>(q_desc_low, slab * Tiles::kSlabBytesQ + offset),
+          desc_k_major<kRowBytes>(k_addr + slab * Tiles::kSlabBytesKV + offset), kk > 0);
     }
     wgmma_commit();
   }
-  // O += P V for the block in `stage`: 16 keys per k-step = 2048 B of V rows further on.
+  // O += P V for the block in `stage`: 16 keys per k-step = 16 slab rows further on.
   __device__ __forceinline__ void issue_pv(int stage) {
+    constexpr int kRowBytes = Tiles::kSlabRowBytes;
     const uint32_t v_addr = v_base + stage * Tiles::kTileBytesKV;
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)
-      wgmma_pv<Elem, kHeadDim>(o, pa[kk], desc_mn_major(v_addr + kk * 2048, Tiles::kSlabBytesKV),
-                               1);
+      wgmma_pv<Elem, kHeadDim>(
+          o, pa[kk], desc_mn_major<kRowBytes>(v_addr + kk * 16 * kRowBytes, Tiles::kSlabBytesKV),
+          1);
     wgmma_commit();
   }
   __device__ __forceinline__ void release(uint64_t* empty) { warp_release(empty, th.lane); }
@@ -114,7 +119,8 @@ struct FwdConsumer {
     softmax.reset();
     qb = ring_slot<Tiles::kQStages>(q_round);
     q_desc_low =
-        desc_k_major_low(smem_u32(smem.q()) + qb * Tiles::kTileBytesQ + slice * 64 * 128);
+        desc_k_major_low<Tiles::kSlabRowBytes>(smem_u32(smem.q()) + qb * Tiles::kTileBytesQ +
+                                               slice * 64 * Tiles::kSlabRowBytes);
     mbar_wait(&smem.q_full()[qb], ring_parity<Tiles::kQStages>(q_round));
     ++q_round;
   }

@@ -16,6 +16,15 @@ namespace sm90 {
 // up (SharedView) and the launch asks for this much more than the struct.
 constexpr int kSwizzleAlign = 1024;
 
+// Output staging of the direct epilogue, per consumer: D/64 slabs of 64 rows; nothing where
+// the rows are stored from registers (Tiles::kStagedOutput).
+template <int Bytes>
+struct OutputStaging {
+  unsigned char bytes[Bytes];
+};
+template <>
+struct OutputStaging<0> {};
+
 template <class Tiles>
 struct SharedStorage {
   // Tiles in TMA's 128-byte swizzle: a tile of R rows and D columns is D/64 "slabs" of R x 64
@@ -25,10 +34,8 @@ struct SharedStorage {
   unsigned char q[Tiles::kQStages][Tiles::kTileBytesQ];  // per Q buffer
   unsigned char k[Tiles::kStages][Tiles::kTileBytesKV];  // per K/V ring stage
   unsigned char v[Tiles::kStages][Tiles::kTileBytesKV];
-  // Output staging of the direct epilogue: per consumer, D/64 slabs of 64 rows (one unused
-  // atom where the rows are stored from registers).
-  unsigned char o[Tiles::kConsumers][Tiles::kStagedOutput ? Tiles::kSlabs * Tiles::kSlabBytesO
-                                                          : kSwizzleAlign];
+  OutputStaging<Tiles::kStagedOutput ? Tiles::kSlabs * Tiles::kSlabBytesO : 0>
+      o[Tiles::kConsumers];
   // mbarriers: a Q buffer's, a ring stage's K and V, the tile ring's (the grouped dynamic walk).
   uint64_t q_full[Tiles::kQStages];
   uint64_t q_empty[Tiles::kQStages];
@@ -48,7 +55,7 @@ constexpr int shared_storage_bytes() {
   static_assert(offsetof(Storage, k) % kSwizzleAlign == 0 &&
                     offsetof(Storage, v) % kSwizzleAlign == 0 &&
                     offsetof(Storage, o) % kSwizzleAlign == 0 &&
-                    sizeof(Storage::o[0]) % kSwizzleAlign == 0,
+                    (!Tiles::kStagedOutput || sizeof(Storage::o[0]) % kSwizzleAlign == 0),
                 "swizzled tiles start on 1024-byte boundaries");
   constexpr int bytes = static_cast<int>(sizeof(Storage)) + kSwizzleAlign;
   static_assert(bytes <= 227 * 1024, "shared memory of one block on sm_90");

@@ -29,7 +29,11 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
 
 CUtensorMap make_head_tile_map(const char* name, const void* base, ElemType elem, int d, int rows,
                                int heads, int batch, int64_t row_stride, int64_t head_stride,
-                               int64_t batch_stride, int box_rows) {
+                               int64_t batch_stride, int box_cols, int box_rows) {
+  if (box_cols != 64 && box_cols != 32) {
+    throw std::logic_error("flashsplit: TMA boxes are 64 or 32 columns, got " +
+                           std::to_string(box_cols));
+  }
   constexpr uint64_t kElemBytes = 2;
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(rows),
                               static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(batch)};
@@ -43,13 +47,15 @@ CUtensorMap make_head_tile_map(const char* name, const void* base, ElemType elem
     strides[i] = stepped ? static_cast<cuuint64_t>(given[i]) * kElemBytes : (packed + 15) / 16 * 16;
     packed = strides[i] * dims[i + 1];
   }
-  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1};
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(box_cols),
+                             static_cast<cuuint32_t>(box_rows), 1, 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   CUtensorMap map;
   CUresult status = encoder()(
       &map, elem == ElemType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
       4, const_cast<void*>(base), dims, strides, box, element_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_INTERLEAVE_NONE,
+      box_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (status != CUDA_SUCCESS) {
     throw std::runtime_error(std::string("flashsplit: cuTensorMapEncodeTiled refused ") + name +

@@ -12,12 +12,13 @@ namespace flashsplit {
 namespace sm90 {
 
 // A (batch, rows, heads, d) tensor with element strides (the last dim contiguous), seen as the
-// 4-D map (d, rows, heads, batch) whose box is 64 columns x box_rows rows of one head, with
-// TMA's 128-byte swizzle. Rows past `rows` load as zeros. Throws std::runtime_error naming the
+// 4-D map (d, rows, heads, batch) whose box is box_cols columns x box_rows rows of one head,
+// with TMA's swizzle of a box row (64 columns: 128 bytes; 32 columns: 64 bytes). Rows past
+// `rows` load as zeros. Throws std::runtime_error naming the
 // tensor if the driver refuses the description.
 CUtensorMap make_head_tile_map(const char* name, const void* base, ElemType elem, int d, int rows,
                                int heads, int batch, int64_t row_stride, int64_t head_stride,
-                               int64_t batch_stride, int box_rows);
+                               int64_t batch_stride, int box_cols, int box_rows);
 
 }  // namespace sm90
 }  // namespace flashsplit

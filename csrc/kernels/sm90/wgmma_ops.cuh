@@ -38,6 +38,19 @@ namespace sm90 {
   "+f"((d)[16]), "+f"((d)[17]), "+f"((d)[18]), "+f"((d)[19]), "+f"((d)[20]), "+f"((d)[21]), "+f"((d)[22]), "+f"((d)[23]), \
   "+f"((d)[24]), "+f"((d)[25]), "+f"((d)[26]), "+f"((d)[27]), "+f"((d)[28]), "+f"((d)[29]), "+f"((d)[30]), "+f"((d)[31])
 
+#define FS_WGMMA_ACC40(d) \
+  FS_WGMMA_ACC32(d), \
+  "+f"((d)[32]), "+f"((d)[33]), "+f"((d)[34]), "+f"((d)[35]), "+f"((d)[36]), "+f"((d)[37]), "+f"((d)[38]), "+f"((d)[39])
+
+#define FS_WGMMA_ACC48(d) \
+  FS_WGMMA_ACC40(d), \
+  "+f"((d)[40]), "+f"((d)[41]), "+f"((d)[42]), "+f"((d)[43]), "+f"((d)[44]), "+f"((d)[45]), "+f"((d)[46]), "+f"((d)[47])
+
+#define FS_WGMMA_ACC56(d) \
+  FS_WGMMA_ACC40(d), \
+  "+f"((d)[40]), "+f"((d)[41]), "+f"((d)[42]), "+f"((d)[43]), "+f"((d)[44]), "+f"((d)[45]), "+f"((d)[46]), "+f"((d)[47]), \
+  "+f"((d)[48]), "+f"((d)[49]), "+f"((d)[50]), "+f"((d)[51]), "+f"((d)[52]), "+f"((d)[53]), "+f"((d)[54]), "+f"((d)[55])
+
 #define FS_WGMMA_ACC64(d) \
   FS_WGMMA_ACC32(d), \
   "+f"((d)[32]), "+f"((d)[33]), "+f"((d)[34]), "+f"((d)[35]), "+f"((d)[36]), "+f"((d)[37]), "+f"((d)[38]), "+f"((d)[39]), \
@@ -65,6 +78,14 @@ namespace sm90 {
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define FS_WGMMA_D32 "{" FS_WGMMA_D32_BODY "}"
+#define FS_WGMMA_D40 "{" FS_WGMMA_D32_BODY ", %32, %33, %34, %35, %36, %37, %38, %39}"
+#define FS_WGMMA_D48 \
+  "{" FS_WGMMA_D32_BODY ", " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+#define FS_WGMMA_D56 \
+  "{" FS_WGMMA_D32_BODY ", " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55}"
 #define FS_WGMMA_D64_BODY \
   FS_WGMMA_D32_BODY ", " \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
@@ -109,9 +130,17 @@ FS_DEFINE_WGMMA_SS(128, 64, FS_WGMMA_D64, FS_WGMMA_ACC64, "%64, %65", "%66", bf1
 FS_DEFINE_WGMMA_SS(128, 64, FS_WGMMA_D64, FS_WGMMA_ACC64, "%64, %65", "%66", f16, "f16")
 FS_DEFINE_WGMMA_SS(64, 32, FS_WGMMA_D32, FS_WGMMA_ACC32, "%32, %33", "%34", bf16, "bf16")
 FS_DEFINE_WGMMA_SS(64, 32, FS_WGMMA_D32, FS_WGMMA_ACC32, "%32, %33", "%34", f16, "f16")
+FS_DEFINE_WGMMA_SS(112, 56, FS_WGMMA_D56, FS_WGMMA_ACC56, "%56, %57", "%58", bf16, "bf16")
+FS_DEFINE_WGMMA_SS(112, 56, FS_WGMMA_D56, FS_WGMMA_ACC56, "%56, %57", "%58", f16, "f16")
+FS_DEFINE_WGMMA_SS(80, 40, FS_WGMMA_D40, FS_WGMMA_ACC40, "%40, %41", "%42", bf16, "bf16")
+FS_DEFINE_WGMMA_SS(80, 40, FS_WGMMA_D40, FS_WGMMA_ACC40, "%40, %41", "%42", f16, "f16")
 FS_DEFINE_WGMMA_RS(64, 32, FS_WGMMA_D32, FS_WGMMA_ACC32, "{%32, %33, %34, %35}, %36", "%37",
                    bf16, "bf16")
 FS_DEFINE_WGMMA_RS(64, 32, FS_WGMMA_D32, FS_WGMMA_ACC32, "{%32, %33, %34, %35}, %36", "%37",
+                   f16, "f16")
+FS_DEFINE_WGMMA_RS(96, 48, FS_WGMMA_D48, FS_WGMMA_ACC48, "{%48, %49, %50, %51}, %52", "%53",
+                   bf16, "bf16")
+FS_DEFINE_WGMMA_RS(96, 48, FS_WGMMA_D48, FS_WGMMA_ACC48, "{%48, %49, %50, %51}, %52", "%53",
                    f16, "f16")
 FS_DEFINE_WGMMA_RS(128, 64, FS_WGMMA_D64, FS_WGMMA_ACC64, "{%64, %65, %66, %67}, %68", "%69",
                    bf16, "bf16")
@@ -126,16 +155,23 @@ FS_DEFINE_WGMMA_RS(256, 128, FS_WGMMA_D128, FS_WGMMA_ACC128, "{%128, %129, %130,
 FS_DEFINE_WGMMA_RS(256, 128, FS_WGMMA_D128, FS_WGMMA_ACC128, "{%128, %129, %130, %131}, %132",
                    "%133", f16, "f16")
 
-// The two GEMMs of the forward by element type: S = Q K^T over one key block of 128 or 64 keys
-// (S of BN / 2 registers), and O += P V with O of D columns.
+// The two GEMMs of the forward by element type: S = Q K^T over one key block of 128, 112, 80 or
+// 64 keys (S of BN / 2 registers), and O += P V with O of D columns.
 template <class Elem, int N>
 __device__ __forceinline__ void wgmma_qk(float (&s)[N], uint64_t desc_q, uint64_t desc_k,
                                          int scale_d) {
-  static_assert(N == 64 || N == 32, "wgmma_qk is instantiated for 128- and 64-key blocks");
+  static_assert(N == 64 || N == 56 || N == 40 || N == 32,
+                "wgmma_qk is instantiated for 128-, 112-, 80- and 64-key blocks");
   constexpr bool kBf16 = std::is_same<Elem, gpu_bf16_t>::value;
   if constexpr (N == 64) {
     kBf16 ? wgmma_m64n128k16_ss_bf16(s, desc_q, desc_k, scale_d)
           : wgmma_m64n128k16_ss_f16(s, desc_q, desc_k, scale_d);
+  } else if constexpr (N == 56) {
+    kBf16 ? wgmma_m64n112k16_ss_bf16(s, desc_q, desc_k, scale_d)
+          : wgmma_m64n112k16_ss_f16(s, desc_q, desc_k, scale_d);
+  } else if constexpr (N == 40) {
+    kBf16 ? wgmma_m64n80k16_ss_bf16(s, desc_q, desc_k, scale_d)
+          : wgmma_m64n80k16_ss_f16(s, desc_q, desc_k, scale_d);
   } else {
     kBf16 ? wgmma_m64n64k16_ss_bf16(s, desc_q, desc_k, scale_d)
           : wgmma_m64n64k16_ss_f16(s, desc_q, desc_k, scale_d);
@@ -145,11 +181,13 @@ __device__ __forceinline__ void wgmma_qk(float (&s)[N], uint64_t desc_q, uint64_
 template <class Elem, int D>
 __device__ __forceinline__ void wgmma_pv(float (&o)[D / 2], const uint32_t (&p)[4],
                                          uint64_t desc_v, int scale_d) {
-  static_assert(D == 64 || D == 128 || D == 192 || D == 256,
-                "wgmma_pv is instantiated for head dims 64, 128, 192 and 256");
+  static_assert(D == 64 || D == 96 || D == 128 || D == 192 || D == 256,
+                "wgmma_pv is instantiated for head dims 64, 96, 128, 192 and 256");
   constexpr bool kBf16 = std::is_same<Elem, gpu_bf16_t>::value;
   if constexpr (D == 64) {
     kBf16 ? wgmma_m64n64k16_rs_bf16(o, p, desc_v, scale_d) : wgmma_m64n64k16_rs_f16(o, p, desc_v, scale_d);
+  } else if constexpr (D == 96) {
+    kBf16 ? wgmma_m64n96k16_rs_bf16(o, p, desc_v, scale_d) : wgmma_m64n96k16_rs_f16(o, p, desc_v, scale_d);
   } else if constexpr (D == 128) {
     kBf16 ? wgmma_m64n128k16_rs_bf16(o, p, desc_v, scale_d)
           : wgmma_m64n128k16_rs_f16(o, p, desc_v, scale_d);
