@@ -72,7 +72,7 @@ PARAM_FIELDS = (
     ("v_batch_stride", "i64"), ("v_row_stride", "i64"), ("v_head_stride", "i64"),
     ("o_batch_stride", "i64"), ("o_row_stride", "i64"), ("o_head_stride", "i64"),
     ("b", "i32"), ("sq", "i32"), ("sk", "i32"), ("h", "i32"), ("hk", "i32"), ("d", "i32"),
-    ("seqs", "i32"), ("cu_seqlens_q", "ptr"), ("cu_seqlens_k", "ptr"), ("seqused_k", "ptr"),
+    ("dv", "i32"), ("seqs", "i32"), ("cu_seqlens_q", "ptr"), ("cu_seqlens_k", "ptr"), ("seqused_k", "ptr"),
     ("kv_batch_idx", "ptr"), ("block_table", "ptr"), ("block_table_stride", "i64"),
     ("page_size", "i32"),
     ("softmax_scale", "f32"), ("causal", "bool"),

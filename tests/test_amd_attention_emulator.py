@@ -149,7 +149,8 @@ def params_of(case, seqs, index=None):
     pointers.update({name: name for name in index or {}})
     return emu.attn_params(
         {"elem": "ElemType::kBFloat16" if case.dtype == "bf16" else "ElemType::kFloat16",
-         "b": bq, "seqs": seqs, "sq": rows_q, "sk": rows_k, "h": h, "hk": hk, "d": case.d,
+         "b": bq, "seqs": seqs, "sq": rows_q, "sk": rows_k, "h": h, "hk": hk,
+         "d": case.d, "dv": case.d,
          "q_batch_stride": rows_q * h * pad, "q_row_stride": h * pad, "q_head_stride": pad,
          "k_batch_stride": rows_k * hk * pad, "k_row_stride": hk * pad, "k_head_stride": pad,
          "v_batch_stride": rows_k * hk * pad, "v_row_stride": hk * pad, "v_head_stride": pad,

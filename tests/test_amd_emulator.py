@@ -108,7 +108,7 @@ def combine_launch(code_object, symbol, max_threads, dtype, d, splits, order, se
     }
     params = emu.attn_params(
         {"elem": "ElemType::kBFloat16" if dtype == "bf16" else "ElemType::kFloat16",
-         "b": b, "sq": sq, "sk": 1, "h": h, "hk": h, "d": d,
+         "b": b, "sq": sq, "sk": 1, "h": h, "hk": h, "d": d, "dv": d,
          "num_splits": splits, "softmax_scale": 1.0,
          "o_batch_stride": sq * row_stride, "o_row_stride": row_stride, "o_head_stride": d},
         {"out": "out", "lse": "lse", "o_accum": "o_accum", "lse_accum": "lse_accum"})

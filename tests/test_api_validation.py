@@ -77,8 +77,19 @@ def test_head_dim_mismatch_is_refused(entry):
 
 def test_k_v_shape_mismatch_is_refused(entry):
     q, k, v = _qkv()
-    with pytest.raises(ValueError, match=r"v must have the same shape as k, got v \(2, 6, 2, 8\)"):
+    with pytest.raises(ValueError, match=r"v must have k's batch, keys and heads, got v \(2, 6, 2, 8\)"):
         entry(q, k, v[:, :6])
+
+
+def test_v_of_its_own_head_dim_is_accepted_and_sets_the_output_columns(entry):
+    """v's head dim may differ from q's and k's, as in FlashAttention-3 (headdim_v)."""
+    q, k, v = _qkv()
+    v = torch.randn(2, 7, 2, 4)
+    result = entry(q, k, v)
+    if entry is flash_attn_func:
+        assert result.shape == (2, 5, 4, 4)
+    with pytest.raises(ValueError, match=r"v's head dim must be positive, got v shape \(2, 7, 2, 0\)"):
+        entry(q, k, v[..., :0])
 
 
 @pytest.mark.parametrize("value, error, text", [

@@ -161,8 +161,8 @@ def assert_matches_reference(out, lse, q, k, refs, causal, what):
     """Shapes/dtypes, empty rows exactly (0, -inf), then the tolerance rule on the others."""
     ref32, ref_lse, out_lp = refs
     b, sq, h, _ = q.shape
-    assert out.shape == q.shape and out.dtype == q.dtype, \
-        f"{what}: out {tuple(out.shape)} {out.dtype}, expected {tuple(q.shape)} {q.dtype}"
+    assert out.shape == ref32.shape and out.dtype == q.dtype, \
+        f"{what}: out {tuple(out.shape)} {out.dtype}, expected {tuple(ref32.shape)} {q.dtype}"
     assert lse.shape == (b, h, sq), f"{what}: lse shape {tuple(lse.shape)} != {(b, h, sq)}"
     n_empty = empty_row_count(sq, k.shape[1], causal)
     if n_empty:

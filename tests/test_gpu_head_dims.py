@@ -63,6 +63,29 @@ def test_long_prefill_takes_the_hopper_kernels(d):
     assert decision["kernel"] == "hopper_wgmma", decision
 
 
+VALUE_SHAPES = [(1, 5000), (113, 203), (300, 700), (2048, 2048)]
+
+
+@pytest.mark.parametrize("sq,sk", VALUE_SHAPES, ids=[f"sq{a}-sk{b}" for a, b in VALUE_SHAPES])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_value_head_dim_128_beside_192(request, family, dtype, causal, sq, sk):
+    """q and k of head dim 192 with v of 128 (multi-head latent attention prefill): the output
+    has v's 128 columns, on both families, unsplit and split (the combine folds 128 columns)."""
+    gen = generator_for(request)
+    q, k, _ = rand_qkv(gen, 1, sq, sk, 8, 2, 192, dtype)
+    v = torch.randn(1, sk, 2, 128, device="cuda", dtype=dtype, generator=gen)
+    refs = references(q, k, v, causal=causal)
+    for num_splits in SPLITS:
+        decision = assert_native(q, k, v, causal, num_splits)
+        if family == "portable":
+            assert decision["kernel"] == PORTABLE, decision
+        out, lse = fs_forward(q, k, v, causal, num_splits)
+        assert_matches_reference(out, lse, q, k, refs, causal,
+                                 f"{family} dv=128 sq={sq} sk={sk} causal={causal} "
+                                 f"num_splits={num_splits} ({decision['kernel']})")
+
+
 @pytest.mark.parametrize("d", HEAD_DIMS, ids=[f"d{d}" for d in HEAD_DIMS])
 def test_head_dim_varlen_and_paged_kv_cache(d):
     q_lens, k_lens = [3, 0, 130, 1], [700, 5, 300, 2000]

@@ -61,6 +61,16 @@ def test_gradcheck_out_and_lse(name, shape, kwargs):
     assert torch.autograd.gradcheck(fn, inputs)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradcheck_with_a_value_head_dim_of_its_own(causal):
+    """v of head dim 3 beside q and k of 5: dv takes v's shape, dq and dk q's and k's."""
+    q, k, _ = _qkv(1, 4, 6, 2, 1, 5, torch.float64)
+    v = torch.randn(1, 6, 1, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: flash_attn_func(q, k, v, causal=causal, return_attn_probs=True)[:2],
+        (q, k, v))
+
+
 def test_gradcheck_lse_only():
     inputs = _qkv(1, 4, 6, 2, 1, 4, torch.float64)
     fn = lambda q, k, v: flash_attn_func(q, k, v, causal=True, return_attn_probs=True)[1]

@@ -45,6 +45,16 @@ def test_head_dims_and_explicit_scale(d):
     _check(q, k, v, softmax_scale=0.7 / d ** 0.5)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d, dv", [(192, 128), (16, 40)])
+def test_value_head_dim_of_its_own(d, dv, causal):
+    """v narrower or wider than q and k: the output takes v's head dim."""
+    q, k, _ = _qkv(2, 11, 23, 4, 2, d, torch.float32)
+    v = torch.randn(2, 23, 2, dv)
+    out, _ = _check(q, k, v, causal=causal)
+    assert out.shape == (2, 11, 4, dv)
+
+
 @pytest.mark.parametrize("window_size", [(4, -1), (-1, 3), (0, 0), (5, 2), (40, 40)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("sq, sk", [(19, 19), (23, 11), (6, 50)])

@@ -139,6 +139,13 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
     return refuse("head dim " + std::to_string(p.d) + " is not built natively (built head dims: " +
                   join(build.head_dims) + ")");
   }
+  const int64_t dv = value_head_dim(p);
+  if (dv != p.d && (device.vendor != Vendor::kNvidia || p.per_sequence ||
+                    !has_value_head_dim(static_cast<int>(p.d), static_cast<int>(dv)))) {
+    return refuse("v's head dim " + std::to_string(dv) + " differs from q's " +
+                  std::to_string(p.d) + "; natively only d=192 with v's 128 runs, on NVIDIA "
+                  "GPUs in flash_attn_func");
+  }
   // "!= 0" rather than "> 0" so a NaN or negative value is refused too, never run as "off".
   if (p.dropout_p != 0.0) {
     return refuse("dropout (dropout_p=" + number_text(p.dropout_p) +

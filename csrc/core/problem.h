@@ -19,6 +19,7 @@ enum class Vendor { kNone, kNvidia, kAmd };
 // lengths (varlen, kv cache) has b sequences of at most sq queries and sk keys each.
 struct AttnProblem {
   int64_t b = 1, sq = 1, sk = 1, h = 1, hk = 1, d = 64;
+  int64_t dv = 0;  // v's and the output's head dim; 0: d (value_head_dim)
   // Lengths per sequence (cu_seqlens, seqused_k) or a k/v batch per sequence (cache_batch_idx).
   bool per_sequence = false;
   int64_t page_size = 0;  // keys per page of a paged k/v cache; 0: contiguous k/v
@@ -36,6 +37,9 @@ struct AttnProblem {
   double softcap = 0.0;
   bool has_alibi = false;
 };
+
+// v's head dim: dv, or d where dv is 0.
+inline int64_t value_head_dim(const AttnProblem& p) { return p.dv > 0 ? p.dv : p.d; }
 
 // The GPU a call runs on. cc = compute capability (major*10 + minor on NVIDIA, e.g. 90);
 // arch = the AMD target (gcnArchName without its feature flags, e.g. "gfx942"); sm_count = SMs

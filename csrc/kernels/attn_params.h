@@ -13,8 +13,8 @@ struct AttnFwdParams {
   ElemType elem = ElemType::kBFloat16;
   const void* q = nullptr;  // (b, sq, h, d)
   const void* k = nullptr;  // (b, sk, hk, d), or pages (see block_table)
-  const void* v = nullptr;  // like k
-  void* out = nullptr;      // (b, sq, h, d)
+  const void* v = nullptr;  // like k, with head dim dv
+  void* out = nullptr;      // (b, sq, h, dv)
   float* lse = nullptr;     // (b, h, sq), contiguous
 
   // Strides in elements; the last dim of every tensor is contiguous.
@@ -26,6 +26,7 @@ struct AttnFwdParams {
   // b and sq are the rows of q, out, lse and the partials as laid out; sk is k's key rows (the
   // longest sequence where lengths are per sequence).
   int b = 0, sq = 0, sk = 0, h = 0, hk = 0, d = 0;
+  int dv = 0;  // v's and the output's head dim: d, or less (its columns past dv are zeros)
 
   // Sequences of their own lengths (varlen and kv-cache calls; the portable kernels read them,
   // sequence.cuh). A dense call has seqs == b and leaves every pointer null.
@@ -45,7 +46,7 @@ struct AttnFwdParams {
   bool causal = false;
 
   // Split-KV: num_splits == 1 writes out/lse directly. num_splits >= 2 makes the producers
-  // write o_accum (num_splits, b, h, sq, d) and lse_accum (num_splits, b, h, sq), both fp32
+  // write o_accum (num_splits, b, h, sq, dv) and lse_accum (num_splits, b, h, sq), both fp32
   // contiguous, and the combine kernel folds them into out and lse.
   int num_splits = 1;
   float* o_accum = nullptr;

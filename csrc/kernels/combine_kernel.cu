@@ -89,14 +89,14 @@ void launch_typed(const AttnFwdParams& p, const LaunchPlan& plan, gpuStream_t st
 
 template <class Elem>
 void launch_for_dim(const AttnFwdParams& p, const LaunchPlan& plan, gpuStream_t stream) {
-  switch (p.d) {
+  switch (p.dv) {  // the partials' and the output's columns
     case 64: return launch_typed<Elem, 64>(p, plan, stream);
     case 96: return launch_typed<Elem, 96>(p, plan, stream);
     case 128: return launch_typed<Elem, 128>(p, plan, stream);
     case 192: return launch_typed<Elem, 192>(p, plan, stream);
     case 256: return launch_typed<Elem, 256>(p, plan, stream);
   }
-  throw std::runtime_error("flashsplit: combine has no kernel for head dim " + std::to_string(p.d));
+  throw std::runtime_error("flashsplit: combine has no kernel for head dim " + std::to_string(p.dv));
 }
 
 }  // namespace

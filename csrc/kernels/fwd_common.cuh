@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/head_dims.h"
 #include "kernels/attn_params.h"
 #include "kernels/half_bits.h"
 #include "kernels/platform.h"
@@ -102,20 +103,23 @@ __device__ __forceinline__ FinishedRowScale finished_row_scale(float row_max, fl
 // constant per j, so the stores take immediate offsets), and value_of(j, e) is its e-th
 // unnormalised value. Either to the output in the input dtype and lse
 // (direct, G = 1) or to the split's fp32 partial and LSE_g; writes_lse picks the one thread of
-// the row's holders that writes the log-sum-exp.
+// the row's holders that writes the log-sum-exp. Only columns below dv are written (runs lie
+// within 8-column groups and dv is a multiple of 8, so a run is all below it or all past it).
 template <class Elem, int D, bool Split, int Run, int Runs, class RunCol, class ValueOf>
 __device__ __forceinline__ void write_row_runs(const AttnFwdParams& p, int batch, int head,
                                                int query, int split,
                                                const FinishedRowScale& scale, bool writes_lse,
                                                int lane_col, RunCol run_col, ValueOf value_of) {
   static_assert(Run == 2 || Run == 4, "runs of 2 or 4 columns: 8- or 16-byte stores");
+  const int dv = may_narrow_value(D) ? p.dv : D;
   const float inv = scale.inv;
   const int64_t bh = static_cast<int64_t>(batch) * p.h + head;
   if constexpr (Split) {
     const int64_t partial_row = (split * static_cast<int64_t>(p.b) * p.h + bh) * p.sq + query;
-    float* dst = p.o_accum + partial_row * D + lane_col;
+    float* dst = p.o_accum + partial_row * dv + lane_col;
 #pragma unroll
     for (int j = 0; j < Runs; ++j) {
+      if (lane_col + run_col(j) >= dv) continue;
       if constexpr (Run == 2) {
         *reinterpret_cast<float2*>(dst + run_col(j)) =
             make_float2(value_of(j, 0) * inv, value_of(j, 1) * inv);
@@ -130,6 +134,7 @@ __device__ __forceinline__ void write_row_runs(const AttnFwdParams& p, int batch
                 static_cast<int64_t>(query) * p.o_row_stride + head * p.o_head_stride + lane_col;
 #pragma unroll
     for (int j = 0; j < Runs; ++j) {
+      if (lane_col + run_col(j) >= dv) continue;
       const uint32_t lo = pack2<Elem>(value_of(j, 0) * inv, value_of(j, 1) * inv);
       if constexpr (Run == 2) {
         *reinterpret_cast<uint32_t*>(dst + run_col(j)) = lo;

@@ -33,6 +33,7 @@ AttnFwdParams make_params(const at::Tensor& q, const at::Tensor& k, const at::Te
   p.sq = static_cast<int>(q.size(1));
   p.h = static_cast<int>(q.size(2));
   p.d = static_cast<int>(q.size(3));
+  p.dv = static_cast<int>(v.size(3));
   p.sk = static_cast<int>(k.size(1));
   p.hk = static_cast<int>(k.size(2));
   p.seqs = p.b;
@@ -61,19 +62,19 @@ void set_sequences(AttnFwdParams& p, const at::Tensor& q, const SequenceArgs& se
 // scratch the plan asks for.
 void run_plan(AttnFwdParams& params, const LaunchPlan& plan, const at::Tensor& q,
               LaunchRecord* record) {
-  const int64_t b = q.size(0), sq = q.size(1), h = q.size(2), d = q.size(3);
+  const int64_t b = q.size(0), sq = q.size(1), h = q.size(2), dv = params.dv;
   params.num_splits = plan.num_splits;
   // Scratch from the caching allocator (safe under graph capture), as the plan asks for it.
   at::Tensor o_accum, tail_ws, tile_counter;
   if (plan.num_splits > 1) {
-    // One allocation: the partials (G, b, h, sq, d), then their LSEs (G, b, h, sq).
+    // One allocation: the partials (G, b, h, sq, dv), then their LSEs (G, b, h, sq).
     const int64_t rows = plan.num_splits * b * h * sq;
-    o_accum = at::empty({rows * (d + 1)}, q.options().dtype(at::kFloat));
+    o_accum = at::empty({rows * (dv + 1)}, q.options().dtype(at::kFloat));
     params.o_accum = o_accum.data_ptr<float>();
-    params.lse_accum = params.o_accum + rows * d;
+    params.lse_accum = params.o_accum + rows * dv;
   }
   if (plan.tail.active()) {
-    const size_t bytes = tail_workspace_bytes_for(plan, static_cast<int>(d));
+    const size_t bytes = tail_workspace_bytes_for(plan, params.d);  // the kernel's records
     tail_ws = at::empty({static_cast<int64_t>(bytes)}, q.options().dtype(at::kByte));
     params.tail_ws = tail_ws.data_ptr();
     params.tail_ws_bytes = bytes;
@@ -96,7 +97,7 @@ std::tuple<at::Tensor, at::Tensor> run_admitted(const at::Tensor& q, const at::T
               plan.gate.reason);
 #ifdef FLASHSPLIT_WITH_CUDA
   c10::cuda::CUDAGuard device_guard(q.device());
-  at::Tensor out = at::empty(q.sizes(), q.options());
+  at::Tensor out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
   at::Tensor lse = at::empty({q.size(0), q.size(2), q.size(1)}, q.options().dtype(at::kFloat));
   AttnFwdParams params = make_params(q, k, v, out, lse, softmax_scale, causal);
   if (seqs != nullptr) set_sequences(params, q, *seqs);

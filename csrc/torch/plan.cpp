@@ -49,6 +49,7 @@ AttnProblem describe(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   p.sq = q.size(1);
   p.h = q.size(2);
   p.d = q.size(3);
+  p.dv = v.size(3);
   p.sk = k.size(1);
   p.hk = k.size(2);
   p.dtype = dtype_of(q);
@@ -103,15 +104,17 @@ void check_attention_inputs(const at::Tensor& q, const at::Tensor& k, const at::
                             int64_t num_splits, bool same_batch) {
   TORCH_CHECK(q.dim() == 4, "q must have 4 dims (b, sq, h, d), got ", q.dim(), " dims");
   TORCH_CHECK(k.dim() == 4, "k must have 4 dims (b, sk, hk, d), got ", k.dim(), " dims");
-  TORCH_CHECK(v.dim() == 4, "v must have 4 dims (b, sk, hk, d), got ", v.dim(), " dims");
+  TORCH_CHECK(v.dim() == 4, "v must have 4 dims (b, sk, hk, dv), got ", v.dim(), " dims");
   TORCH_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
               "q, k, v must share a dtype, got q ", q.scalar_type(), ", k ", k.scalar_type(),
               ", v ", v.scalar_type());
   TORCH_CHECK(k.device() == q.device() && v.device() == q.device(),
               "q, k, v must be on one device, got q ", q.device(), ", k ", k.device(), ", v ",
               v.device());
-  TORCH_CHECK(k.sizes() == v.sizes(), "k and v must have the same shape, got k ", k.sizes(),
-              ", v ", v.sizes());
+  // v's head dim may differ from k's in dense calls (FlashAttention-3's headdim_v).
+  TORCH_CHECK(same_batch ? k.sizes().slice(0, 3) == v.sizes().slice(0, 3) : k.sizes() == v.sizes(),
+              "k and v must have the same shape", same_batch ? " but for the head dim" : "",
+              ", got k ", k.sizes(), ", v ", v.sizes());
   TORCH_CHECK(!same_batch || k.size(0) == q.size(0), "k batch ", k.size(0), " differs from q batch ", q.size(0));
   TORCH_CHECK(k.size(3) == q.size(3), "k head dim ", k.size(3), " differs from q head dim ",
               q.size(3));

@@ -85,12 +85,18 @@ def check_heads(q, k, q_name="q", k_name="k"):
 
 
 def check_qkv(q, k, v):
+    """q (b, sq, h, d), k (b, sk, hk, d) and v (b, sk, hk, dv): v's head dim may differ from
+    q's and k's (FlashAttention-3's headdim_v); the output has v's."""
     check_float_tensor("q", q, 4, "(b, sq, h, d)")
-    for name, t in (("k", k), ("v", v)):
-        check_float_tensor(name, t, 4, "(b, sk, hk, d)")
+    check_float_tensor("k", k, 4, "(b, sk, hk, d)")
+    check_float_tensor("v", v, 4, "(b, sk, hk, dv)")
     for name, t in (("k", k), ("v", v)):
         check_like_q(name, t, q)
-    check_same_shape("v", v, "k", k)
+    if v.shape[:3] != k.shape[:3]:
+        raise ValueError(f"v must have k's batch, keys and heads, got v {tuple(v.shape)} and k "
+                         f"{tuple(k.shape)}")
+    if v.shape[3] == 0:
+        raise ValueError(f"v's head dim must be positive, got v shape {tuple(v.shape)}")
     if k.shape[0] != q.shape[0]:
         raise ValueError(f"k has batch {k.shape[0]} but q has batch {q.shape[0]}")
     check_heads(q, k)

@@ -53,7 +53,7 @@ attn_fwd = torch.library.custom_op("flashsplit::fwd", mutates_args=())(attn_fwd_
 def _attn_fwd_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
                    alibi_slopes, dropout_p, dropout_seed, num_splits, strict):
     b, sq, h, _ = q.shape
-    out = q.new_empty(q.shape)
+    out = q.new_empty((b, sq, h, v.shape[3]))  # v's head dim
     lse = q.new_empty((b, h, sq), dtype=reference.compute_dtype(q.dtype))
     return out, lse
 

@@ -72,7 +72,7 @@ class _ChunkedAttention:
     def __init__(self, q, k, v, softmax_scale, causal, window_left, window_right, softcap,
                  alibi_slopes, dropout_p, dropout_seed):
         self.b, self.sq, self.h, self.d = q.shape
-        self.sk, self.hk = k.shape[1], k.shape[2]
+        self.sk, self.hk, self.dv = k.shape[1], k.shape[2], v.shape[3]
         self.g = self.h // self.hk
         self.dtype = compute_dtype(q.dtype)
         self.device = q.device
@@ -91,14 +91,16 @@ class _ChunkedAttention:
             self.slopes = alibi_slopes.to(self.dtype).reshape(-1, self.hk, self.g, 1, 1)
 
     def rows(self, t, r0, r1):
-        """(b, rows, h, d) slice of a q-shaped tensor -> (b, hk, g * rows, d) in compute dtype."""
+        """(b, rows, h, e) slice of a (b, sq, h, e) tensor (q, or out and its gradient with v's
+        head dim) -> (b, hk, g * rows, e) in compute dtype."""
         part = t[:, r0:r1].unflatten(2, (self.hk, self.g)).permute(0, 2, 3, 1, 4)
-        return part.to(self.dtype).reshape(self.b, self.hk, self.g * (r1 - r0), self.d)
+        return part.to(self.dtype).reshape(self.b, self.hk, self.g * (r1 - r0), t.shape[-1])
 
     def store_rows(self, dst, r0, r1, value):
-        """Writes (b, hk, g * rows, d) rows back into a contiguous (b, sq, h, d) tensor."""
-        rows = value.view(self.b, self.hk, self.g, r1 - r0, self.d).permute(0, 3, 1, 2, 4)
-        dst.view(self.b, self.sq, self.hk, self.g, self.d)[:, r0:r1] = rows
+        """Writes (b, hk, g * rows, e) rows back into a contiguous (b, sq, h, e) tensor."""
+        e = dst.shape[-1]
+        rows = value.view(self.b, self.hk, self.g, r1 - r0, e).permute(0, 3, 1, 2, 4)
+        dst.view(self.b, self.sq, self.hk, self.g, e)[:, r0:r1] = rows
 
     def _visible(self, r0, r1):
         if self.left < 0 and self.right < 0:
@@ -150,10 +152,11 @@ class _ChunkedAttention:
 
 def attention_forward(q, k, v, softmax_scale, causal=False, window_left=-1, window_right=-1,
                       softcap=0.0, alibi_slopes=None, dropout_p=0.0, dropout_seed=0):
-    """Returns (out like q's dtype, contiguous (b, sq, h, d); lse (b, h, sq) in compute dtype)."""
+    """Returns (out like q's dtype, contiguous (b, sq, h, dv) with v's head dim dv; lse (b, h, sq)
+    in compute dtype)."""
     a = _ChunkedAttention(q, k, v, softmax_scale, causal, window_left, window_right, softcap,
                           alibi_slopes, dropout_p, dropout_seed)
-    out = torch.empty((a.b, a.sq, a.h, a.d), dtype=q.dtype, device=q.device)
+    out = torch.empty((a.b, a.sq, a.h, a.dv), dtype=q.dtype, device=q.device)
     lse = torch.empty((a.b, a.h, a.sq), dtype=a.dtype, device=q.device)
     if lse.numel() == 0:
         return out, lse  # no query rows (an empty batch): nothing to compute
@@ -192,7 +195,7 @@ def attention_backward(dout, dlse, q, k, v, lse, softmax_scale, causal=False, wi
                           alibi_slopes, dropout_p, dropout_seed)
     dq = torch.zeros((a.b, a.sq, a.h, a.d), dtype=q.dtype, device=q.device)
     dk = torch.zeros((a.b, a.hk, a.sk, a.d), dtype=a.dtype, device=q.device)
-    dv = torch.zeros_like(dk)
+    dv = torch.zeros((a.b, a.hk, a.sk, a.dv), dtype=a.dtype, device=q.device)
     if a.sk == 0 or a.b * a.h * a.sq == 0:
         return dq, _to_kv_layout(dk, k.dtype), _to_kv_layout(dv, v.dtype)
     lse_all = a.lse_view(lse)

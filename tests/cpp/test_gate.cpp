@@ -400,6 +400,29 @@ TEST(GateFamily, HeadDimsGoToTheFamiliesThatHaveThem) {
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_n, 112);
 }
 
+TEST(GateFamily, VHeadDimOfItsOwnOnlyAt192With128) {
+  AttnProblem p = long_sequence_problem();
+  BuildInfo build = hopper_build();
+  build.head_dims = {64, 96, 128, 192, 256};
+  p.d = 192;
+  p.dv = 128;
+  EXPECT_EQ(check_native(p, h100(), build).family, KernelFamily::kHopperWgmma);
+  EXPECT_EQ(check_native(p, h100(), gpu_build_with(build.head_dims)).family,
+            KernelFamily::kPortableMma);
+  p.per_sequence = true;  // varlen and kv-cache calls keep v's head dim k's
+  expect_refused(check_native(p, h100(), build), "v's head dim 128 differs from q's 192");
+  p.per_sequence = false;
+  p.dv = 64;
+  expect_refused(check_native(p, h100(), build), "only d=192 with v's 128");
+  p.d = 128;
+  p.dv = 128;  // the same as d, spelled out
+  EXPECT_TRUE(check_native(p, h100(), build).ok);
+  BuildInfo amd = amd_build();
+  amd.head_dims = build.head_dims;
+  p.d = 192;
+  expect_refused(check_native(p, mi300x(), amd, verified_here()), "differs from q's 192");
+}
+
 TEST(GateFamily, AmdRefusesTheHeadDimsOnlyNvidiaHas) {
   AttnProblem p = long_sequence_problem();
   BuildInfo build = amd_build();

@@ -51,10 +51,10 @@ constexpr int pass_chunks() {
 }
 
 // Copies key rows [row0, row0 + Rows) of a (rows, D) global slice into shared memory; rows at or
-// past n_valid are zero-filled.
+// past n_valid, and columns at or past cols (a v narrower than q and k), are zero-filled.
 template <int Rows, int D, int Threads, class Elem>
 __device__ __forceinline__ void load_tile(Elem* smem, const Elem* gmem, int64_t row_stride,
-                                          int row0, int n_valid) {
+                                          int row0, int n_valid, int cols = D) {
   constexpr int kPassChunks = pass_chunks<D, Threads>();
   constexpr int kPasses = D / 8 / kPassChunks;
   constexpr int kRowStep = Threads / kPassChunks;
@@ -68,8 +68,9 @@ __device__ __forceinline__ void load_tile(Elem* smem, const Elem* gmem, int64_t 
     const bool valid = row0 + row < n_valid;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
+      const bool in_cols = valid && (pass * kPassChunks + chunk) * 8 < cols;
       cp_async_16(smem_addr(smem + swizzled<D>(row, pass * kPassChunks + chunk)),
-                  valid ? src + pass * kPassChunks * 8 : gmem, valid);
+                  in_cols ? src + pass * kPassChunks * 8 : gmem, in_cols);
     }
     src += kRowStep * row_stride;
   }
@@ -291,7 +292,9 @@ struct Policy {
         return;
       }
       load_tile<kBlockN, D, kThreads>(sK, k, p.k_row_stride, n * kBlockN, seq.sk);
-      load_tile<kBlockN, D, kThreads>(sV, v, p.v_row_stride, n * kBlockN, seq.sk);
+      // Elsewhere than d=192 v's columns are D, a constant (may_narrow_value).
+      load_tile<kBlockN, D, kThreads>(sV, v, p.v_row_stride, n * kBlockN, seq.sk,
+                                      may_narrow_value(D) ? p.dv : D);
     }
     // The tile's Q and its first key block n (paged k/v: first the page-table entries of
     // blocks n and n - 1, then those of n - 2 start beside the copies).

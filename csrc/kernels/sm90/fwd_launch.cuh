@@ -22,7 +22,8 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
   hp.mainloop.k_map = make_head_tile_map("k", params.k, params.elem, D, params.sk, params.hk, params.b,
                                 params.k_row_stride, params.k_head_stride, params.k_batch_stride,
                                 Tiles::kSlabCols, Tiles::kBlockN);
-  hp.mainloop.v_map = make_head_tile_map("v", params.v, params.elem, D, params.sk, params.hk, params.b,
+  // v's columns past dv (where it is narrower than q and k) load as zeros.
+  hp.mainloop.v_map = make_head_tile_map("v", params.v, params.elem, params.dv, params.sk, params.hk, params.b,
                                 params.v_row_stride, params.v_head_stride, params.v_batch_stride,
                                 Tiles::kSlabCols, Tiles::kBlockN);
   // G = 1 stores the output with TMA, 16 rows (one consumer warp) per box; splits write fp32
