@@ -142,6 +142,22 @@ def dtype_label(torch, dtype) -> str:
     return "bf16" if dtype == torch.bfloat16 else "fp16" if dtype == torch.float16 else str(dtype)
 
 
+def parse_head_dims(text: str) -> List[Tuple[int, int]]:
+    """"64,128,192:128" -> [(64, 64), (128, 128), (192, 128)]: q's and k's head dim, and v's
+    after a colon where it differs."""
+    dims = []
+    for part in text.split(","):
+        if part.strip():
+            d, _, dv = part.partition(":")
+            dims.append((int(d), int(dv or d)))
+    return dims
+
+
+def head_dim_label(d: int, dv: int) -> str:
+    """"128", or "192/128" where v's head dim differs."""
+    return str(d) if dv == d else f"{d}/{dv}"
+
+
 def parse_int_list(text: str) -> List[int]:
     values = []
     for part in text.split(","):
@@ -183,9 +199,10 @@ def visible_pairs(sq: int, sk: int, causal: bool, align: str = "bottom_right") -
 
 
 def attention_flops(b: int, h: int, sq: int, sk: int, d: int, causal: bool,
-                    align: str = "bottom_right") -> int:
-    """Forward FLOPs: two GEMMs (QK^T and PV), 2 flops per multiply-add: 4 * pairs * d."""
-    return 4 * b * h * visible_pairs(sq, sk, causal, align) * d
+                    align: str = "bottom_right", dv: Optional[int] = None) -> int:
+    """Forward FLOPs: two GEMMs (QK^T over d and PV over v's head dim dv, d by default), 2 flops
+    per multiply-add: 2 * pairs * (d + dv)."""
+    return 2 * b * h * visible_pairs(sq, sk, causal, align) * (d + (d if dv is None else dv))
 
 
 def attention_io_bytes(b: int, h: int, hk: int, sq: int, sk: int, d: int,
@@ -207,9 +224,11 @@ def tflops(flops: float, ms: Optional[float]) -> Optional[float]:
 
 # ----------------------------------------------------------------------------- inputs
 
-def make_input_sets(torch, b, h, hk, sq, sk, d, dtype, max_sets: int = 8, seed: int = 0):
-    """Random (q, k, v) sets in the (b, s, h, d) layout; several when one set fits in L2, so
-    rotating among them keeps every timed call reading from HBM."""
+def make_input_sets(torch, b, h, hk, sq, sk, d, dtype, max_sets: int = 8, seed: int = 0,
+                    dv: Optional[int] = None):
+    """Random (q, k, v) sets in the (b, s, h, d) layout (v of head dim dv, d by default);
+    several when one set fits in L2, so rotating among them keeps every timed call reading from
+    HBM."""
     set_bytes = attention_io_bytes(b, h, hk, sq, sk, d, torch.finfo(dtype).bits // 8)
     n_sets = 1 if set_bytes >= 2 * L2_BYTES else min(max_sets, math.ceil(2 * L2_BYTES / set_bytes))
     gen = torch.Generator(device="cuda")
@@ -218,7 +237,8 @@ def make_input_sets(torch, b, h, hk, sq, sk, d, dtype, max_sets: int = 8, seed: 
     for _ in range(n_sets):
         q = torch.randn(b, sq, h, d, device="cuda", dtype=dtype, generator=gen)
         k = torch.randn(b, sk, hk, d, device="cuda", dtype=dtype, generator=gen)
-        v = torch.randn(b, sk, hk, d, device="cuda", dtype=dtype, generator=gen)
+        v = torch.randn(b, sk, hk, d if dv is None else dv, device="cuda", dtype=dtype,
+                        generator=gen)
         sets.append((q, k, v))
     return sets
 

@@ -54,7 +54,8 @@ def parse_args(argv=None):
                    help="tokens per batch: b = tokens / s (at least 1)")
     p.add_argument("--fixed-batch", type=int, default=None,
                    help="use this batch size at every s instead of constant tokens")
-    p.add_argument("--head-dims", default="64,128")
+    p.add_argument("--head-dims", default="64,128",
+                   help="comma list of head dims; d:dv gives v its own head dim (e.g. 192:128)")
     p.add_argument("--hidden", type=int, default=2048, help="h = hidden / d query heads")
     p.add_argument("--gqa", type=int, default=1,
                    help="group size h / hk (1 = MHA; e.g. 4 for GQA, h for MQA)")
@@ -75,7 +76,7 @@ def parse_args(argv=None):
     args.cpu_warmup = args.warmup if args.warmup is not None else 2
     args.cpu_reps = args.reps if args.reps is not None else 7
     args.seqlens = T.parse_int_list(args.seqlens or (QUICK_SEQLENS if args.quick else FULL_SEQLENS))
-    args.head_dims = T.parse_int_list(args.head_dims)
+    args.head_dims = T.parse_head_dims(args.head_dims)
     args.causal_values = {"both": [False, True], "on": [True], "off": [False]}[args.causal]
     args.dtype_names = [x.strip() for x in args.dtypes.split(",") if x.strip()]
     args.peer_names = [x.strip() for x in args.peers.split(",") if x.strip()]
@@ -91,14 +92,14 @@ def parse_args(argv=None):
 
 def points(args):
     for dtype_name in args.dtype_names:
-        for d in args.head_dims:
+        for d, dv in args.head_dims:
             h = max(1, args.hidden // d)
             if h % args.gqa != 0:
                 raise SystemExit(f"--gqa {args.gqa} does not divide h = {h} (hidden {args.hidden} / d {d})")
             for causal in args.causal_values:
                 for s in args.seqlens:
                     b = args.fixed_batch or max(1, args.tokens // s)
-                    yield OrderedDict(dtype=dtype_name, d=d, causal=causal, b=b, h=h,
+                    yield OrderedDict(dtype=dtype_name, d=d, dv=dv, causal=causal, b=b, h=h,
                                       hk=h // args.gqa, sq=s, sk=s)
 
 
@@ -109,9 +110,10 @@ def max_abs_diff(torch, a, b):
 
 def run_point(torch, flashsplit, args, pt, rows):
     dtype = T.parse_dtype(torch, pt["dtype"])
-    b, h, hk, sq, sk, d, causal = (pt[k] for k in ("b", "h", "hk", "sq", "sk", "d", "causal"))
-    flops = T.attention_flops(b, h, sq, sk, d, causal)
-    sets = T.make_input_sets(torch, b, h, hk, sq, sk, d, dtype)
+    b, h, hk, sq, sk, d, dv, causal = (pt[k] for k in ("b", "h", "hk", "sq", "sk", "d", "dv",
+                                                       "causal"))
+    flops = T.attention_flops(b, h, sq, sk, d, causal, dv=dv)
+    sets = T.make_input_sets(torch, b, h, hk, sq, sk, d, dtype, dv=dv)
     q, k, v = sets[0]
     decision = T.explain(flashsplit, q, k, v, causal, 0)
     path_note = "" if decision.get("path") == "native" else \
@@ -184,13 +186,17 @@ def speedup(fs_row, peer_row):
     return peer_row["ms"] / fs_row["ms"]
 
 
+def dim_label(pt):
+    return T.head_dim_label(pt["d"], pt["dv"])
+
+
 def build_table(all_results, peer_names):
     header = ["dtype", "d", "causal", "b", "h/hk", "s", "fs G", "fs", "fs G=1"] + \
              [n for n in peer_names] + [f"x{n.replace('sdpa_', '')}" for n in peer_names]
     lines = []
     for pt, res in all_results:
         fs = res["flashsplit"]
-        line = [pt["dtype"], pt["d"], "Y" if pt["causal"] else "N", pt["b"],
+        line = [pt["dtype"], dim_label(pt), "Y" if pt["causal"] else "N", pt["b"],
                 f"{pt['h']}/{pt['hk']}", pt["sq"], T.fmt(fs["num_splits"]), cell(fs),
                 cell(res["flashsplit_g1"])]
         line += [cell(res[n]) for n in peer_names]
@@ -216,7 +222,7 @@ def summary_lines(all_results, peer_names):
     """Key rows: for each (dtype, d, causal) the longest s, then geometric-mean speedups."""
     last = OrderedDict()
     for pt, res in all_results:
-        last[(pt["dtype"], pt["d"], pt["causal"])] = (pt, res)
+        last[(pt["dtype"], dim_label(pt), pt["causal"])] = (pt, res)
     out = ["bench_seqlen (TFLOPS; xPEER = PEER time / flashsplit time, > 1 means flashsplit faster)"]
     for (dtype, d, causal), (pt, res) in last.items():
         fs = res["flashsplit"]
@@ -232,7 +238,7 @@ def summary_lines(all_results, peer_names):
                   and not res["flashsplit"]["check_worst"] <= CHECK_LIMIT]
     for pt, worst in suspicious[:5]:
         out.append(f"WARNING: flashsplit output differs by {worst:.3g} (> {CHECK_LIMIT}) from "
-                   f"G=1/a peer at d={pt['d']} causal={pt['causal']} s={pt['sq']}")
+                   f"G=1/a peer at d={dim_label(pt)} causal={pt['causal']} s={pt['sq']}")
     absent = []
     for n in peer_names:
         ratios = [speedup(res["flashsplit"], res[n]) for _, res in all_results]
@@ -256,7 +262,7 @@ def plot(path, all_results, method_names, value_key="tflops", ylabel="TFLOPS",
         return False
     panels = OrderedDict()
     for pt, res in all_results:
-        panels.setdefault((pt["d"], pt["causal"]), []).append((pt, res))
+        panels.setdefault((dim_label(pt), pt["causal"]), []).append((pt, res))
     n = len(panels)
     cols = min(2, n)
     rows = math.ceil(n / cols)
@@ -301,11 +307,11 @@ def cpu_points(args):
     h = CPU_HEADS
     if h % args.gqa != 0:
         raise SystemExit(f"--gqa {args.gqa} does not divide the CPU sweep's h = {h}")
-    for d in args.head_dims:
+    for d, dv in args.head_dims:
         for causal in args.causal_values:
             for s in args.cpu_seqlens:
-                yield OrderedDict(dtype="fp32", d=d, causal=causal, b=args.fixed_batch or 1,
-                                  h=h, hk=h // args.gqa, sq=s, sk=s)
+                yield OrderedDict(dtype="fp32", d=d, dv=dv, causal=causal,
+                                  b=args.fixed_batch or 1, h=h, hk=h // args.gqa, sq=s, sk=s)
 
 
 def time_cpu_interleaved(fns, warmup, reps):
@@ -337,11 +343,12 @@ def time_cpu_interleaved(fns, warmup, reps):
 
 def run_cpu_point(torch, flashsplit, args, pt):
     import torch.nn.functional as F
-    b, h, hk, sq, sk, d, causal = (pt[k] for k in ("b", "h", "hk", "sq", "sk", "d", "causal"))
+    b, h, hk, sq, sk, d, dv, causal = (pt[k] for k in ("b", "h", "hk", "sq", "sk", "d", "dv",
+                                                       "causal"))
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(b, sq, h, d, generator=gen)
     k = torch.randn(b, sk, hk, d, generator=gen)
-    v = torch.randn(b, sk, hk, d, generator=gen)
+    v = torch.randn(b, sk, hk, dv, generator=gen)
     decision = T.explain(flashsplit, q, k, v, causal, 0)
     kwargs = {"is_causal": causal}
     if h != hk:
@@ -357,7 +364,7 @@ def run_cpu_point(torch, flashsplit, args, pt):
 
     worst = max_abs_diff(torch, ours(), sdpa())
     timings = time_cpu_interleaved([ours, sdpa], args.cpu_warmup, args.cpu_reps)
-    flops = T.attention_flops(b, h, sq, sk, d, causal)
+    flops = T.attention_flops(b, h, sq, sk, d, causal, dv=dv)
     results = OrderedDict()
     for name, (ms, p10, p90) in zip(CPU_METHODS, timings):
         row = OrderedDict(device="cpu", **pt)
@@ -377,7 +384,7 @@ def cpu_table(all_results):
     lines = []
     for pt, res in all_results:
         fs, peer = res["flashsplit"], res["sdpa_cpu"]
-        lines.append([pt["dtype"], pt["d"], "Y" if pt["causal"] else "N", pt["b"],
+        lines.append([pt["dtype"], dim_label(pt), "Y" if pt["causal"] else "N", pt["b"],
                       f"{pt['h']}/{pt['hk']}", pt["sq"], f"{fs['ms']:.3g}", f"{peer['ms']:.3g}",
                       f"{fs['gflops']:.3g}", f"{peer['gflops']:.3g}",
                       f"{peer['ms'] / fs['ms']:.3f}"])
@@ -411,7 +418,7 @@ def cpu_main(args, torch):
         res = run_cpu_point(torch, flashsplit, args, pt)
         rows.extend(res.values())
         all_results.append((pt, res))
-        T.progress(f"[{i + 1}/{len(plan)} {time.perf_counter() - began:5.1f}s] cpu fp32 d={pt['d']} "
+        T.progress(f"[{i + 1}/{len(plan)} {time.perf_counter() - began:5.1f}s] cpu fp32 d={dim_label(pt)} "
                    f"causal={pt['causal']} s={pt['sq']}: flashsplit {res['flashsplit']['ms']:.3g} ms, "
                    f"sdpa_cpu {res['sdpa_cpu']['ms']:.3g} ms")
     stem = os.path.join(args.out, "bench_seqlen")
@@ -456,7 +463,7 @@ def main(argv=None):
             fs = res["flashsplit"]
             peers = " ".join(f"{n}={cell(res[n])}" for n in args.peer_names)
             T.progress(f"[{i + 1}/{len(plan)} {time.perf_counter() - began:5.1f}s] {pt['dtype']} "
-                       f"d={pt['d']} causal={pt['causal']} b={pt['b']} s={pt['sq']}: fs={cell(fs)} "
+                       f"d={dim_label(pt)} causal={pt['causal']} b={pt['b']} s={pt['sq']}: fs={cell(fs)} "
                        f"(G={fs['num_splits']}) g1={cell(res['flashsplit_g1'])} {peers}")
     except KeyboardInterrupt:
         # A time limit (timeout -s INT) still leaves the points measured so far on disk.
