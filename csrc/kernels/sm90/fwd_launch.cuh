@@ -160,7 +160,7 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
       case kHopperBaseRows:
         return launch_tiles<Elem, D, PingPongTiles<D>>(params, plan, stream, record);
       case kHopperTallRows:
-        if constexpr (D == 64 || D == 128) {
+        if constexpr (D <= 128) {
           return launch_tiles<Elem, D, TallTiles<D>>(params, plan, stream, record);
         }
         break;
