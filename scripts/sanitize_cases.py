@@ -2,7 +2,7 @@
 """Small flashsplit forward calls for compute-sanitizer (run by scripts/sanitize.sh).
 
 Each case is tiny (sanitizers slow kernels down 10-100x) but chosen to reach the edges:
-both dtypes, head dims 64 and 128, causal with rows that see no key, odd lengths that end
+both dtypes, every head dim (and v's 128 beside 192), causal with rows that see no key, odd lengths that end
 mid-tile, the plain kernel (G = 1), forced and heuristic splits (producers + combine), GQA/MQA
 and strided inputs. Every case also checks its output against an fp32 reference, so a case
 that "passes" the sanitizer while computing garbage still fails.
@@ -26,8 +26,9 @@ REPO = os.path.dirname(HERE)
 
 # block_m: the Hopper tile height the case is for (checked when the Hopper kernel runs, so a
 # change of hopper_block_m cannot silently move a case off the tiles it was written for).
-Case = namedtuple("Case", "name dtype d causal b sq sk h hk num_splits layout block_m",
-                  defaults=(None,))
+# dv: v's head dim where it differs from d.
+Case = namedtuple("Case", "name dtype d causal b sq sk h hk num_splits layout block_m dv",
+                  defaults=(None, None))
 
 MEMCHECK_CASES = [
     Case("bf16-d64-full-G1-odd", "bf16", 64, False, 2, 37, 300, 4, 4, 1, "contiguous"),
@@ -96,6 +97,20 @@ MEMCHECK_CASES = [
     # a full round and one of 28.
     Case("fp16-d128-causal-G1-hopper128-backward-last-round", "fp16", 128, True, 2, 512, 512, 20,
          20, 1, "contiguous", 128),
+    # Head dims 96 (32-column slabs, 128- and 192-row tiles), 192 and 256 (112- and 80-key
+    # blocks, stores from registers), v's 128 beside 192, and their portable decode tiles.
+    Case("bf16-d96-causal-G3-hopper128", "bf16", 96, True, 1, 300, 500, 4, 2, 3, "contiguous",
+         128),
+    Case("fp16-d96-full-G1-hopper192-padding", "fp16", 96, False, 1, 1600, 700, 12, 12, 1,
+         "contiguous", 192),
+    Case("bf16-d192-causal-G1-hopper-empty-rows", "bf16", 192, True, 1, 300, 250, 4, 4, 1,
+         "contiguous", 128),
+    Case("fp16-d256-full-G3-hopper", "fp16", 256, False, 1, 130, 700, 4, 1, 3, "contiguous",
+         128),
+    Case("bf16-d192-v128-causal-G2-hopper", "bf16", 192, True, 1, 200, 333, 4, 2, 2,
+         "contiguous", 128, 128),
+    Case("fp16-d256-decode-G3-narrow", "fp16", 256, False, 2, 1, 777, 8, 2, 3, "contiguous"),
+    Case("bf16-d96-decode-auto-narrow", "bf16", 96, False, 1, 1, 2000, 4, 4, 0, "contiguous"),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64), the portable
 # wide tile (a short GQA query block) and the narrow tile (decode).
@@ -111,6 +126,8 @@ RACECHECK_CASES = [
     Case("race-fp16-d64-G2-portable-wide", "fp16", 64, False, 1, 20, 300, 4, 1, 2, "contiguous"),
     Case("race-fp16-d128-decode-G2-narrow", "fp16", 128, False, 1, 1, 150, 4, 2, 2,
          "contiguous"),
+    Case("race-bf16-d96-causal-G1-hopper", "bf16", 96, True, 1, 200, 300, 2, 2, 1, "contiguous"),
+    Case("race-fp16-d256-G2-hopper", "fp16", 256, False, 1, 130, 300, 2, 2, 2, "contiguous"),
 ]
 SETS = {"memcheck": MEMCHECK_CASES, "race": RACECHECK_CASES}
 
@@ -150,6 +167,7 @@ def make_inputs(torch, case):
     gen.manual_seed(zlib.crc32(case.name.encode()))
     shape_q = (case.b, case.sq, case.h, case.d)
     shape_kv = (case.b, case.sk, case.hk, case.d)
+    shape_v = (case.b, case.sk, case.hk, case.dv or case.d)
     if case.layout == "packed":
         # q from its own (b, sq, 2, h, d) buffer, k/v as slices of one (b, sk, 2, hk, d) buffer.
         qbuf = torch.randn(case.b, case.sq, 2, case.h, case.d, device="cuda", dtype=dtype,
@@ -159,7 +177,7 @@ def make_inputs(torch, case):
         return qbuf[:, :, 1], kv[:, :, 0], kv[:, :, 1]
     return (torch.randn(*shape_q, device="cuda", dtype=dtype, generator=gen),
             torch.randn(*shape_kv, device="cuda", dtype=dtype, generator=gen),
-            torch.randn(*shape_kv, device="cuda", dtype=dtype, generator=gen))
+            torch.randn(*shape_v, device="cuda", dtype=dtype, generator=gen))
 
 
 def run_case(torch, flashsplit, naive_attention, case, check):

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from test_gpu_common import (  # noqa: F401 (full_fp32_matmuls applies as an autouse fixture)
-    BUILD_INFO, DTYPE_IDS, DTYPES, PORTABLE, assert_matches_reference, assert_native,
-    fs_forward, full_fp32_matmuls, generator_for, rand_qkv, references, requires_native)
+    BUILD_INFO, DTYPE_IDS, DTYPES, HOPPER_FORCED_OFF, PORTABLE, assert_matches_reference,
+    assert_native, fs_forward, full_fp32_matmuls, generator_for, rand_qkv, references,
+    requires_native)
 
 import flashsplit  # noqa: E402
 from sequence_cases import assert_varlen_matches, to_pages, varlen_inputs  # noqa: E402
@@ -58,6 +59,8 @@ def test_head_dim_matches_fp32_reference(request, family, dtype, d, causal, head
 def test_long_prefill_takes_the_hopper_kernels(d):
     if not BUILD_INFO.get("hopper_kernels_built") or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the Hopper kernels run on cc 9.0 builds with sm_90a")
+    if HOPPER_FORCED_OFF:
+        pytest.skip("FLASHSPLIT_DISABLE_HOPPER=1: the portable kernels serve every call")
     q = torch.empty(1, 1024, 8, d, device="cuda", dtype=torch.bfloat16)
     decision = assert_native(q, q, q)
     assert decision["kernel"] == "hopper_wgmma", decision
