@@ -109,6 +109,8 @@ MEMCHECK_CASES = [
          128),
     Case("bf16-d192-v128-causal-G2-hopper", "bf16", 192, True, 1, 200, 333, 4, 2, 2,
          "contiguous", 128, 128),
+    Case("bf16-d192-v128-full-G1-hopper-tail-split", "bf16", 192, False, 1, 128, 8192, 133, 133,
+         1, "contiguous", 128, 128),
     Case("fp16-d256-decode-G3-narrow", "fp16", 256, False, 2, 1, 777, 8, 2, 3, "contiguous"),
     Case("bf16-d96-decode-auto-narrow", "bf16", 96, False, 1, 1, 2000, 4, 4, 0, "contiguous"),
 ]

@@ -89,6 +89,22 @@ def test_value_head_dim_128_beside_192(request, family, dtype, causal, sq, sk):
                                  f"num_splits={num_splits} ({decision['kernel']})")
 
 
+def test_value_head_dim_128_through_the_tail_split(request):
+    """133 heads of one 128-row tile over 8192 keys leave one tile past a full round of 132 SMs:
+    the Hopper kernel cuts it into pieces whose partial records are v's 128 columns wide."""
+    if not BUILD_INFO.get("hopper_kernels_built") or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the tail split is the Hopper kernels' (cc 9.0 builds with sm_90a)")
+    if HOPPER_FORCED_OFF:
+        pytest.skip("FLASHSPLIT_DISABLE_HOPPER=1: the portable kernels serve every call")
+    gen = generator_for(request)
+    q, k, _ = rand_qkv(gen, 1, 128, 8192, 133, 133, 192, torch.bfloat16)
+    v = torch.randn(1, 8192, 133, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
+    decision = assert_native(q, k, v, False, 1)
+    assert decision["kernel"] == "hopper_wgmma" and decision["details"]["tail_tiles"] > 0, decision
+    out, lse = fs_forward(q, k, v, False, 1)
+    assert_matches_reference(out, lse, q, k, references(q, k, v), False, "dv=128 tail split")
+
+
 @pytest.mark.parametrize("d", HEAD_DIMS, ids=[f"d{d}" for d in HEAD_DIMS])
 def test_head_dim_varlen_and_paged_kv_cache(d):
     q_lens, k_lens = [3, 0, 130, 1], [700, 5, 300, 2000]

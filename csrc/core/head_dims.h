@@ -18,8 +18,9 @@ constexpr bool hopper_has_head_dim(int d) {
 }
 
 // Where v's head dim dv differs from q's and k's d: only d=192 with dv=128 (the shape of
-// DeepSeek's multi-head latent attention prefill), on the NVIDIA kernels of dense calls. They run
-// the d=192 instances with v's columns past dv read as zeros and only dv columns written.
+// DeepSeek's multi-head latent attention prefill), on the NVIDIA kernels of dense calls. The
+// Hopper kernels have tiles with O of dv columns; the portable ones run their d=192 instances
+// with v's columns past dv read as zeros and only dv columns written.
 constexpr bool has_value_head_dim(int d, int dv) { return dv == d || (d == 192 && dv == 128); }
 // Whether instances of head dim d may see a narrower v (else their dv is d, a constant).
 constexpr bool may_narrow_value(int d) { return d == 192; }

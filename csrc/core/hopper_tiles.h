@@ -40,7 +40,11 @@ constexpr int kHopperWideBlockN = 64;
 // Keys per block of the d=192 and d=256 tiles (128 rows in ping-pong, one Q buffer): as many as
 // a consumer's registers hold S and P of beside O's 96 or 128, and two ring stages of beside Q
 // in the shared memory (220 and 224 KB).
-constexpr int hopper_large_head_block_n(int head_dim) { return head_dim == 192 ? 112 : 80; }
+// With v of 128 beside d=192, O and S take d=128's registers and the 128-key blocks of d=128
+// fit beside one Q buffer (208 KB).
+constexpr int hopper_large_head_block_n(int head_dim, int head_dim_v = 0) {
+  return head_dim == 192 ? (head_dim_v == 128 ? 128 : 112) : 80;
+}
 // Cost of a tall-tile row in % of a base-tile row, fitted to forced tiles: d=64 without the
 // mask; d=64 with it on persistent tiles (at most kHopperPersistentMaxKeyBlocks key blocks; the
 // consumers rotate their row slices there) and on longer ones; d=128 (and d=96, whose tall
@@ -137,13 +141,14 @@ FS_HOST_DEVICE constexpr bool hopper_staggered_block(long long tiles, long long 
 // Without heads, sm_count and num_splits: the split calls' tiles, which the heuristic models.
 constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bool causal = false,
                                         long long sk = 1 << 20, long long heads = 0,
-                                        int sm_count = 0, int num_splits = 2) {
+                                        int sm_count = 0, int num_splits = 2,
+                                        int head_dim_v = 0) {
   if (head_dim != 64 && head_dim != 96 && head_dim != 128 && head_dim != 192 && head_dim != 256) {
     return TileConfig{0, 0, 0, 0};
   }
   const int block_m = hopper_block_m(head_dim, sq, causal, sk, heads, sm_count, num_splits);
   const int block_n = block_m == kHopperWideRows ? kHopperWideBlockN
-                      : head_dim > 128           ? hopper_large_head_block_n(head_dim)
+                      : head_dim > 128           ? hopper_large_head_block_n(head_dim, head_dim_v)
                                                  : kHopperBlockN;
   return TileConfig{block_m, block_n, 4 + block_m / 16, 1, 1, false};
 }

@@ -14,7 +14,9 @@ namespace flashsplit {
 TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
   const int d = static_cast<int>(p.d);
   switch (family) {
-    case KernelFamily::kHopperWgmma: return hopper_tile_config(d, p.sq, p.causal, p.sk);
+    case KernelFamily::kHopperWgmma:
+      return hopper_tile_config(d, p.sq, p.causal, p.sk, 0, 0, 2,
+                                static_cast<int>(value_head_dim(p)));
     case KernelFamily::kPortableMma:
       return portable_tile_config(d, use_narrow_tiles(p.sq, p.h, p.hk));
     case KernelFamily::kPortableMfma:
@@ -28,7 +30,7 @@ TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count
                          int num_splits) {
   if (family != KernelFamily::kHopperWgmma) return tiles_for(family, p);
   return hopper_tile_config(static_cast<int>(p.d), p.sq, p.causal, p.sk, p.b * p.h, sm_count,
-                            num_splits);
+                            num_splits, static_cast<int>(value_head_dim(p)));
 }
 
 SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& device) {

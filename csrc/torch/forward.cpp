@@ -74,7 +74,7 @@ void run_plan(AttnFwdParams& params, const LaunchPlan& plan, const at::Tensor& q
     params.lse_accum = params.o_accum + rows * dv;
   }
   if (plan.tail.active()) {
-    const size_t bytes = tail_workspace_bytes_for(plan, params.d);  // the kernel's records
+    const size_t bytes = tail_workspace_bytes_for(plan, params.dv);  // records of O's columns
     tail_ws = at::empty({static_cast<int64_t>(bytes)}, q.options().dtype(at::kByte));
     params.tail_ws = tail_ws.data_ptr();
     params.tail_ws_bytes = bytes;

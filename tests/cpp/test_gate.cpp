@@ -407,6 +407,7 @@ TEST(GateFamily, VHeadDimOfItsOwnOnlyAt192With128) {
   p.d = 192;
   p.dv = 128;
   EXPECT_EQ(check_native(p, h100(), build).family, KernelFamily::kHopperWgmma);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_n, 128);  // d=128's blocks
   EXPECT_EQ(check_native(p, h100(), gpu_build_with(build.head_dims)).family,
             KernelFamily::kPortableMma);
   p.per_sequence = true;  // varlen and kv-cache calls keep v's head dim k's

@@ -36,7 +36,7 @@ template <class Kt>
 struct FwdEpilogue {
   using Elem = typename Kt::Elem;
   using Tiles = typename Kt::Tiles;
-  static constexpr int kHeadDim = Kt::kHeadDim;
+  static constexpr int kHeadDimV = Kt::kHeadDimV;  // O's columns
 
   const AttnFwdParams& p;
   const EpilogueParams& ep;
@@ -64,7 +64,7 @@ struct FwdEpilogue {
   // block to visit (causal rows before the first key, an empty split) are written as
   // seen-no-key: 0 and lse -inf, without reading O (it may hold another tile).
   __device__ __forceinline__ void write(const FinishedRows& f, bool no_keys,
-                                        float (&o)[kHeadDim / 2]) const {
+                                        float (&o)[kHeadDimV / 2]) const {
     if constexpr (Kt::kSplit) {
       write_partial(f, no_keys, o);
     } else {
@@ -79,13 +79,13 @@ struct FwdEpilogue {
 
   // G >= 2: this split's fp32 partial and LSE_g, row by row.
   __device__ __forceinline__ void write_partial(const FinishedRows& f, bool no_keys,
-                                                const float (&o)[kHeadDim / 2]) const {
+                                                const float (&o)[kHeadDimV / 2]) const {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float sum = no_keys ? 0.f : quad_sum(f.row_sum[r]);
       const int query = f.row0 + 8 * r;
       if (query >= p.sq) continue;  // a padding row of the last tile
-      write_output_row<Elem, kHeadDim, Kt::kSplit>(
+      write_output_row<Elem, kHeadDimV, Kt::kSplit>(
           p, f.batch, f.head, query, f.split, f.row_max[r], scale_log2, sum, th.quad_col,
           [&](int j) {
             return no_keys ? make_float2(0.f, 0.f)
@@ -97,7 +97,7 @@ struct FwdEpilogue {
   // G = 1: lse, then the warp's 16 rows staged and stored with TMA (from d=192: stored from
   // registers, as the split path stores its partials).
   __device__ __forceinline__ void write_direct(const FinishedRows& f, bool no_keys,
-                                               const float (&o)[kHeadDim / 2],
+                                               const float (&o)[kHeadDimV / 2],
                                                const float (&fin_max)[2],
                                                const float (&fin_sum)[2]) const {
     if constexpr (!Tiles::kStagedOutput) {
@@ -106,7 +106,7 @@ struct FwdEpilogue {
         const float sum = no_keys ? 0.f : quad_sum(fin_sum[r]);
         const int query = f.row0 + 8 * r;
         if (query >= p.sq) continue;  // a padding row of the last tile
-        write_output_row<Elem, kHeadDim, false>(
+        write_output_row<Elem, kHeadDimV, false>(
             p, f.batch, f.head, query, f.split, fin_max[r], scale_log2, sum, th.quad_col,
             [&](int j) {
               return no_keys ? make_float2(0.f, 0.f)
@@ -149,13 +149,13 @@ struct FwdEpilogue {
   // row r * 8 + lane / 4 of block j). Lane l gives the address of row l % 8 (+ 8 for the odd
   // matrices) of its matrix: in the slab of 64 columns, 16-byte chunk (block % 8) XOR row % 8
   // (the 128-byte swizzle). One store and one address per four registers instead of one each.
-  __device__ __forceinline__ void stage_rows(bool no_keys, const float (&o)[kHeadDim / 2],
+  __device__ __forceinline__ void stage_rows(bool no_keys, const float (&o)[kHeadDimV / 2],
                                              const float (&inv)[2]) const {
     const int matrix = th.lane / 8;
     const int row = th.warp_in_group * 16 + th.lane % 8 + 8 * (matrix % 2);
     const uint32_t row_base = smem_u32(sO_rows) + row * 128;
 #pragma unroll
-    for (int j = 0; j < kHeadDim / 8; j += 2) {
+    for (int j = 0; j < kHeadDimV / 8; j += 2) {
       uint32_t packed[4];
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
@@ -174,7 +174,7 @@ struct FwdEpilogue {
   // values + row max and row sum of the lane's two rows), lane-interleaved float4s.
   __device__ __forceinline__ float4* tail_record(const TailPiece& f, int k) const {
     constexpr int kWarps = Tiles::kConsumers * 4;
-    constexpr int kRecord = static_cast<int>(tail_record_floats(kHeadDim) / 4);  // float4s
+    constexpr int kRecord = static_cast<int>(tail_record_floats(kHeadDimV) / 4);  // float4s
     const int warp = th.consumer * 4 + (threadIdx.x / 32) % 4;
     float4* const records = reinterpret_cast<float4*>(ep.tail_ws);
     return records +
@@ -189,22 +189,22 @@ struct FwdEpilogue {
   // true); the others are done (false). (A compare-and-swap loop here, to tag counts by launch
   // instead of clearing them, made ptxas serialize the 192-row d=128 kernel's wgmma for
   // registers.)
-  __device__ __forceinline__ bool settle_tail_piece(const TailPiece& f, float (&o)[kHeadDim / 2],
+  __device__ __forceinline__ bool settle_tail_piece(const TailPiece& f, float (&o)[kHeadDimV / 2],
                                                     float (&m)[2], float (&l)[2]) const {
     constexpr int kWarps = Tiles::kConsumers * 4;
     const int warp = th.consumer * 4 + (threadIdx.x / 32) % 4;
     float4* const mine = tail_record(f, f.part);
 #pragma unroll
-    for (int i = 0; i < kHeadDim / 8; ++i)
+    for (int i = 0; i < kHeadDimV / 8; ++i)
       __stcg(mine + i * 32 + th.lane,
              make_float4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]));
-    __stcg(mine + (kHeadDim / 8) * 32 + th.lane, make_float4(m[0], m[1], l[0], l[1]));
+    __stcg(mine + (kHeadDimV / 8) * 32 + th.lane, make_float4(m[0], m[1], l[0], l[1]));
     __threadfence();
     __syncwarp();
     unsigned int* const counter =
         reinterpret_cast<unsigned int*>(
             reinterpret_cast<unsigned char*>(ep.tail_ws) +
-            tail_counters_offset_bytes(tail, Tiles::kBlockM, kHeadDim)) +
+            tail_counters_offset_bytes(tail, Tiles::kBlockM, kHeadDimV)) +
         static_cast<long long>(f.tile) * kWarps + warp;
     int last = 0;
     if (th.lane == 0) last = atomicAdd(counter, 1u) + 1 == static_cast<unsigned int>(f.parts);
@@ -218,29 +218,29 @@ struct FwdEpilogue {
   // sums: the sum's order, and so the output's bits, do not depend on which part came last. A
   // part's weight is fold_rescale's factor from its row max to the tile's (0 for a part whose
   // row saw no key, max -inf).
-  __device__ __forceinline__ void fold_tail_parts(const TailPiece& f, float (&o)[kHeadDim / 2],
+  __device__ __forceinline__ void fold_tail_parts(const TailPiece& f, float (&o)[kHeadDimV / 2],
                                                   float (&m)[2], float (&l)[2]) const {
     const auto exp = [&](float x) { return exp2f(x * scale_log2); };
     float new_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll 1
     for (int k = 0; k < f.parts; ++k) {
-      const float4 stats = __ldcg(tail_record(f, k) + (kHeadDim / 8) * 32 + th.lane);
+      const float4 stats = __ldcg(tail_record(f, k) + (kHeadDimV / 8) * 32 + th.lane);
       new_max[0] = fmaxf(new_max[0], stats.x);
       new_max[1] = fmaxf(new_max[1], stats.y);
     }
 #pragma unroll
-    for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.f;
+    for (int i = 0; i < kHeadDimV / 2; ++i) o[i] = 0.f;
     l[0] = l[1] = 0.f;
 #pragma unroll 1
     for (int k = 0; k < f.parts; ++k) {
       const float4* const part_record = tail_record(f, k);
-      const float4 stats = __ldcg(part_record + (kHeadDim / 8) * 32 + th.lane);
+      const float4 stats = __ldcg(part_record + (kHeadDimV / 8) * 32 + th.lane);
       const float take0 = fold_rescale(stats.x, new_max[0], exp);
       const float take1 = fold_rescale(stats.y, new_max[1], exp);
       l[0] = fmaf(stats.z, take0, l[0]);
       l[1] = fmaf(stats.w, take1, l[1]);
 #pragma unroll
-      for (int i = 0; i < kHeadDim / 8; ++i) {
+      for (int i = 0; i < kHeadDimV / 8; ++i) {
         const float4 v = __ldcg(part_record + i * 32 + th.lane);
         o[4 * i + 0] = fmaf(v.x, take0, o[4 * i + 0]);
         o[4 * i + 1] = fmaf(v.y, take0, o[4 * i + 1]);

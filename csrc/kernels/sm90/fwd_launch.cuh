@@ -66,7 +66,7 @@ void set_walk(HopperFwdParams& hp, const LaunchPlan& plan, gpuStream_t stream) {
     FS_GPU_CHECK(gpuMemsetAsync(p.tile_counter, 0, sizeof(int), stream));
   }
   if (plan.tail.active()) {
-    const size_t needed = tail_workspace_bytes(plan.tail, Tiles::kBlockM, D);
+    const size_t needed = tail_workspace_bytes(plan.tail, Tiles::kBlockM, Tiles::kHeadDimV);
     if (p.tail_ws == nullptr || needed > p.tail_ws_bytes) {
       throw std::runtime_error("flashsplit: the tail split needs " + std::to_string(needed) +
                                " bytes of tail_ws, got " + std::to_string(p.tail_ws_bytes));
@@ -74,7 +74,7 @@ void set_walk(HopperFwdParams& hp, const LaunchPlan& plan, gpuStream_t stream) {
     sp.tail = plan.tail;
     hp.epilogue.tail_ws = static_cast<float*>(p.tail_ws);
     // The pieces count their arrivals from zero (epilogue.cuh, settle_tail_piece).
-    const long long counters = tail_counters_offset_bytes(plan.tail, Tiles::kBlockM, D);
+    const long long counters = tail_counters_offset_bytes(plan.tail, Tiles::kBlockM, Tiles::kHeadDimV);
     FS_GPU_CHECK(gpuMemsetAsync(static_cast<unsigned char*>(p.tail_ws) + counters, 0,
                                 needed - static_cast<size_t>(counters), stream));
   }
@@ -144,6 +144,10 @@ using PingPongTiles = HopperTiles<D, kHopperBaseRows, true, true, 2, true>;
 template <int D>
 using LargeHeadTiles =
     HopperTiles<D, kHopperBaseRows, true, true, 1, false, hopper_large_head_block_n(D)>;
+// d=192 with v of 128: d=128's 128-key blocks and O, one Q buffer.
+using NarrowValueTiles =
+    HopperTiles<192, kHopperBaseRows, true, true, 1, false, hopper_large_head_block_n(192, 128),
+                128>;
 // 256 rows (unsplit d=64 calls): four consumers side by side over 64-key blocks, six stages of
 // the K/V ring, so it holds as many keys as three of 128.
 using WideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false, kHopperWideBlockN>;
@@ -151,8 +155,14 @@ using WideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false, kHopp
 template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                      LaunchRecord* record) {
+  if constexpr (D == 192) {
+    if (params.dv == 128 && plan.tiles.block_m == kHopperBaseRows &&
+        plan.tiles.block_n == NarrowValueTiles::kBlockN) {
+      return launch_tiles<Elem, D, NarrowValueTiles>(params, plan, stream, record);
+    }
+  }
   if constexpr (D > 128) {
-    if (plan.tiles.block_m == kHopperBaseRows) {
+    if (params.dv == D && plan.tiles.block_m == kHopperBaseRows) {
       return launch_tiles<Elem, D, LargeHeadTiles<D>>(params, plan, stream, record);
     }
   } else {

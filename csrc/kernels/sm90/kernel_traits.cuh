@@ -12,8 +12,9 @@ namespace sm90 {
 // The shipped shapes come from hopper_tile_config; the other parameters exist so benchmarks of
 // alternatives (rows per block, overlap on or off) need no edit here.
 template <int D, int BlockM, bool Overlap, bool PingPong, int QStages, bool Carry,
-          int BlockN = kHopperBlockN>
+          int BlockN = kHopperBlockN, int DV = D>
 struct HopperTiles {
+  static constexpr int kHeadDimV = DV;  // v's and O's columns (d=192 with v of 128: 128)
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = BlockN;
   // Overlap a block's S = Q K^T and softmax with the previous block's P V (measured: helps with
@@ -46,11 +47,13 @@ struct HopperTiles {
   static constexpr int kSlabBytesKV = kBlockN * kSlabRowBytes;
   static constexpr int kTileBytesQ = kSlabs * kSlabBytesQ;
   static constexpr int kTileBytesKV = kSlabs * kSlabBytesKV;
+  static constexpr int kSlabsV = DV / kSlabCols;
+  static constexpr int kTileBytesV = kSlabsV * kSlabBytesKV;
   // Output staging (direct epilogue): per consumer, D/64 slabs of 64 rows x 128 B. From d=192
   // the shared memory holds no staging beside Q and the ring, and d=96 is not whole slabs: the
   // rows are stored from registers (FwdEpilogue::write_direct).
   static constexpr int kSlabBytesO = 64 * 128;
-  static constexpr bool kStagedOutput = D <= 128 && kSlabCols == 64;
+  static constexpr bool kStagedOutput = D <= 128 && DV == D && kSlabCols == 64;
   // Q buffers: with two, the producer loads the next tile's Q (and then its K, V) while this
   // tile's Q is still in use, instead of waiting for its last S = Q K^T (measured: +2-3% with
   // 192-row tiles; with 128-row ping-pong tiles, whose last P V carries the next tile's first
@@ -88,6 +91,7 @@ struct FwdKernelTraits {
   using Elem = Elem_;
   using Tiles = Tiles_;
   static constexpr int kHeadDim = D;
+  static constexpr int kHeadDimV = Tiles::kHeadDimV;
   static constexpr bool kCausal = Causal;
   static constexpr bool kSplit = Split;
   static constexpr bool kTailPass = TailPass;

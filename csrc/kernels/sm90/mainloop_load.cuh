@@ -52,15 +52,15 @@ struct FwdProducer {
   // Key block n's K, then its V, into the ring's next stage once the consumers have freed it.
   __device__ __forceinline__ void load_key_block(const WorkTile& t, int n) {
     unsigned char* k_dst = smem.k() + ring.stage * Tiles::kTileBytesKV;
-    unsigned char* v_dst = smem.v() + ring.stage * Tiles::kTileBytesKV;
+    unsigned char* v_dst = smem.v() + ring.stage * Tiles::kTileBytesV;
     mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
     mbar_arrive_expect_tx(&smem.k_full()[ring.stage], Tiles::kTileBytesKV);
     for (int slab = 0; slab < Tiles::kSlabs; ++slab)
       tma_load_4d(k_dst + slab * Tiles::kSlabBytesKV, &mp.k_map, &smem.k_full()[ring.stage],
                   slab * Tiles::kSlabCols, n * kBlockN, t.kv_head, t.batch, kv_policy());
     mbar_wait(&smem.v_empty()[ring.stage], ring.phase ^ 1);
-    mbar_arrive_expect_tx(&smem.v_full()[ring.stage], Tiles::kTileBytesKV);
-    for (int slab = 0; slab < Tiles::kSlabs; ++slab)
+    mbar_arrive_expect_tx(&smem.v_full()[ring.stage], Tiles::kTileBytesV);
+    for (int slab = 0; slab < Tiles::kSlabsV; ++slab)
       tma_load_4d(v_dst + slab * Tiles::kSlabBytesKV, &mp.v_map, &smem.v_full()[ring.stage],
                   slab * Tiles::kSlabCols, n * kBlockN, t.kv_head, t.batch, kv_policy());
     ring.advance();

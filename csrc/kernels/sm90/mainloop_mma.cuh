@@ -32,7 +32,7 @@ template <class Kt>
 struct FwdConsumer {
   using Elem = typename Kt::Elem;
   using Tiles = typename Kt::Tiles;
-  static constexpr int kHeadDim = Kt::kHeadDim, kBlockN = Kt::kBlockN;
+  static constexpr int kHeadDim = Kt::kHeadDim, kHeadDimV = Kt::kHeadDimV, kBlockN = Kt::kBlockN;
   static_assert(!Kt::kRecomputeScores ||
                     named_barrier_id(FwdNamedBarrier::kRecomputeVote, Tiles::kConsumers) <=
                         kNamedBarrierCount,
@@ -48,7 +48,7 @@ struct FwdConsumer {
   int& row0;            // this thread's rows of the current tile: row0 and row0 + 8
   const ScoreMask<Kt>& mask;
   // Registers: O, S of the block being scored, P of the block whose P V is in flight.
-  float (&o)[kHeadDim / 2];
+  float (&o)[kHeadDimV / 2];
   float (&s)[kBlockN / 2];
   uint32_t (&pa)[kBlockN / 16][4];
   OnlineSoftmax<Kt>& softmax;
@@ -79,10 +79,10 @@ struct FwdConsumer {
   // O += P V for the block in `stage`: 16 keys per k-step = 16 slab rows further on.
   __device__ __forceinline__ void issue_pv(int stage) {
     constexpr int kRowBytes = Tiles::kSlabRowBytes;
-    const uint32_t v_addr = v_base + stage * Tiles::kTileBytesKV;
+    const uint32_t v_addr = v_base + stage * Tiles::kTileBytesV;
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)
-      wgmma_pv<Elem, kHeadDim>(
+      wgmma_pv<Elem, kHeadDimV>(
           o, pa[kk], desc_mn_major<kRowBytes>(v_addr + kk * 16 * kRowBytes, Tiles::kSlabBytesKV),
           1);
     wgmma_commit();
@@ -167,7 +167,7 @@ struct FwdConsumer {
   // ---- A scored block.
   __device__ __forceinline__ void zero_o() {
 #pragma unroll
-    for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.f;
+    for (int i = 0; i < kHeadDimV / 2; ++i) o[i] = 0.f;
   }
   // Key block n's K has been read for the last time (and Q too after the tile's last block
   // walked): free them.
@@ -415,7 +415,7 @@ __device__ __forceinline__ void run_consumers(const HopperFwdParams& hp,
   const int tile_row = th.consumer * 64 + th.slice_row;
   int row0 = 0;
   const ScoreMask<Kt> mask(hp.p, th.quad_col);
-  float o[Kt::kHeadDim / 2];
+  float o[Kt::kHeadDimV / 2];
   float s[Kt::kBlockN / 2];
   uint32_t pa[Kt::kBlockN / 16][4];
 #pragma unroll

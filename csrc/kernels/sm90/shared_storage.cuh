@@ -33,7 +33,7 @@ struct SharedStorage {
   // them would pad the struct's end, behind the barriers, to 1024 bytes too.
   unsigned char q[Tiles::kQStages][Tiles::kTileBytesQ];  // per Q buffer
   unsigned char k[Tiles::kStages][Tiles::kTileBytesKV];  // per K/V ring stage
-  unsigned char v[Tiles::kStages][Tiles::kTileBytesKV];
+  unsigned char v[Tiles::kStages][Tiles::kTileBytesV];
   OutputStaging<Tiles::kStagedOutput ? Tiles::kSlabs * Tiles::kSlabBytesO : 0>
       o[Tiles::kConsumers];
   // mbarriers: a Q buffer's, a ring stage's K and V, the tile ring's (the grouped dynamic walk).
@@ -91,7 +91,8 @@ struct SharedView {
   __device__ __forceinline__ T* at(size_t offset) const {
     return reinterpret_cast<T*>(base + offset);
   }
-  // Q buffer b at q() + b * kTileBytesQ; K and V stage s at k() / v() + s * kTileBytesKV;
+  // Q buffer b at q() + b * kTileBytesQ; K and V stage s at k() + s * kTileBytesKV and
+  // v() + s * kTileBytesV;
   // consumer c's output staging at o() + c * kSlabs * kSlabBytesO.
   __device__ __forceinline__ unsigned char* q() const { return base + offsetof(Storage, q); }
   __device__ __forceinline__ unsigned char* k() const { return base + offsetof(Storage, k); }

@@ -18,7 +18,6 @@ template <class Kt>
 struct OnlineSoftmax {
   using Elem = typename Kt::Elem;
   static constexpr int kBlockN = Kt::kBlockN;
-  static constexpr int kHeadDim = Kt::kHeadDim;
   static constexpr bool kOverlap = Kt::kOverlap;
   // The slack a row's probabilities may have over 1 before the running max must move:
   // 2^kMaxSlackLog2, harmless in fp32 sums and bf16/fp16 P.
@@ -145,10 +144,10 @@ struct OnlineSoftmax {
 
   // O changes only where a row's max moved (with_max), which without overlap is rare after the
   // first blocks: the warp then skips the D/2 multiplies unless one of its rows moved.
-  __device__ __forceinline__ void rescale_o(float (&o)[kHeadDim / 2]) const {
+  __device__ __forceinline__ void rescale_o(float (&o)[Kt::kHeadDimV / 2]) const {
     if (!kOverlap && !__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) return;
 #pragma unroll
-    for (int j = 0; j < kHeadDim / 8; ++j) {
+    for (int j = 0; j < Kt::kHeadDimV / 8; ++j) {
       o[4 * j + 0] *= rescale[0];
       o[4 * j + 1] *= rescale[0];
       o[4 * j + 2] *= rescale[1];
