@@ -9,8 +9,8 @@ import torch
 
 from test_gpu_common import (  # noqa: F401 (full_fp32_matmuls applies as an autouse fixture)
     BUILD_INFO, DTYPE_IDS, DTYPES, HOPPER_FORCED_OFF, PORTABLE, assert_matches_reference,
-    assert_native, fs_forward, full_fp32_matmuls, generator_for, rand_qkv, references,
-    requires_native)
+    assert_native, assert_out_close, fs_forward, full_fp32_matmuls, generator_for, rand_qkv,
+    references, requires_native)
 
 import flashsplit  # noqa: E402
 from sequence_cases import assert_varlen_matches, to_pages, varlen_inputs  # noqa: E402
@@ -87,6 +87,20 @@ def test_value_head_dim_128_beside_192(request, family, dtype, causal, sq, sk):
         assert_matches_reference(out, lse, q, k, refs, causal,
                                  f"{family} dv=128 sq={sq} sk={sk} causal={causal} "
                                  f"num_splits={num_splits} ({decision['kernel']})")
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_value_head_dim_beside_the_same_shape_with_v_like_k(request, causal):
+    """Calls of one shape but v's head dim are planned apart (the plan cache's key has it): d=192
+    with v of 192, then of 128, then of 192 again, each right."""
+    gen = generator_for(request)
+    q, k, v192 = rand_qkv(gen, 2, 700, 900, 4, 2, 192, torch.bfloat16)
+    v128 = torch.randn(2, 900, 2, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
+    for v in (v192, v128, v192):
+        out = flashsplit.flash_attn_func(q, k, v, causal=causal, strict=True)
+        ref32, _, out_lp = references(q, k, v, causal=causal)
+        assert out.shape == ref32.shape, f"v of {v.shape[-1]}: out {tuple(out.shape)}"
+        assert_out_close(out, ref32, out_lp, f"v of {v.shape[-1]}")
 
 
 def test_value_head_dim_128_through_the_tail_split(request):

@@ -28,7 +28,7 @@ class PlanCache {
   std::size_t size() const;
 
  private:
-  using Key = std::array<int64_t, 16>;
+  using Key = std::array<int64_t, 17>;
   struct KeyHash {
     std::size_t operator()(const Key& key) const;
   };

@@ -72,6 +72,20 @@ TEST(PlanCache, EveryInputOfThePlanIsPartOfItsKey) {
   EXPECT_EQ(cache.size(), 6u);
 }
 
+TEST(PlanCache, VHeadDimIsPartOfTheKey) {
+  BuildInfo build = hopper_build();
+  build.head_dims = {64, 96, 128, 192, 256};
+  PlanCache cache(build);
+  AttnProblem p = decode(1, 8192);
+  p.sq = 8192, p.h = p.hk = 8, p.d = 192;
+  const LaunchPlan same_v = cache.plan(p, h100(), 0, PlanOptions{}, 1);
+  p.dv = 128;  // v of 128: tiles of their own
+  const LaunchPlan narrow_v = cache.plan(p, h100(), 0, PlanOptions{}, 1);
+  EXPECT_EQ(same_v.tiles.block_n, 112);
+  EXPECT_EQ(narrow_v.tiles.block_n, 128);
+  EXPECT_EQ(cache.size(), 2u);
+}
+
 TEST(PlanCache, StartsOverWhenFull) {
   PlanCache cache(hopper_build(), 4);
   for (int64_t b = 1; b <= 9; ++b) cache.plan(decode(b, 4096), h100(), 0, PlanOptions{}, 0);
