@@ -418,8 +418,9 @@ def cpu_main(args, torch):
         res = run_cpu_point(torch, flashsplit, args, pt)
         rows.extend(res.values())
         all_results.append((pt, res))
-        T.progress(f"[{i + 1}/{len(plan)} {time.perf_counter() - began:5.1f}s] cpu fp32 d={dim_label(pt)} "
-                   f"causal={pt['causal']} s={pt['sq']}: flashsplit {res['flashsplit']['ms']:.3g} ms, "
+        T.progress(f"[{i + 1}/{len(plan)} {time.perf_counter() - began:5.1f}s] cpu fp32 "
+                   f"d={dim_label(pt)} causal={pt['causal']} s={pt['sq']}: "
+                   f"flashsplit {res['flashsplit']['ms']:.3g} ms, "
                    f"sdpa_cpu {res['sdpa_cpu']['ms']:.3g} ms")
     stem = os.path.join(args.out, "bench_seqlen")
     T.write_csv(stem + ".csv", rows)
@@ -463,8 +464,9 @@ def main(argv=None):
             fs = res["flashsplit"]
             peers = " ".join(f"{n}={cell(res[n])}" for n in args.peer_names)
             T.progress(f"[{i + 1}/{len(plan)} {time.perf_counter() - began:5.1f}s] {pt['dtype']} "
-                       f"d={dim_label(pt)} causal={pt['causal']} b={pt['b']} s={pt['sq']}: fs={cell(fs)} "
-                       f"(G={fs['num_splits']}) g1={cell(res['flashsplit_g1'])} {peers}")
+                       f"d={dim_label(pt)} causal={pt['causal']} b={pt['b']} s={pt['sq']}: "
+                       f"fs={cell(fs)} (G={fs['num_splits']}) g1={cell(res['flashsplit_g1'])} "
+                       f"{peers}")
     except KeyboardInterrupt:
         # A time limit (timeout -s INT) still leaves the points measured so far on disk.
         interrupted = True

@@ -136,8 +136,8 @@ FS_HOST_DEVICE constexpr bool hopper_staggered_block(long long tiles, long long 
 }
 
 // Tiles of the Hopper (wgmma) kernel: block_m query rows of one head in consumer warpgroups of
-// 64 rows plus a TMA producer warpgroup, 128-key blocks (64 on wide tiles; 112 at d=192, 80 at d=256),
-// one block per SM.
+// 64 rows plus a TMA producer warpgroup, 128-key blocks (64 on wide tiles; 112 at d=192, 80 at
+// d=256), one block per SM.
 // Without heads, sm_count and num_splits: the split calls' tiles, which the heuristic models.
 constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bool causal = false,
                                         long long sk = 1 << 20, long long heads = 0,

@@ -29,7 +29,9 @@ double iteration_us(const TileConfig& tiles, int64_t d, const SplitHeuristicCons
     const double dim_scale = d > 128 ? d / 128.0 : 1.0;
     return per_128_rows * tiles.block_m / 128.0 * tiles.block_n / kHopperBlockN * dim_scale;
   }
-  if (is_narrow(tiles)) return c.narrow_iteration_us * static_cast<double>(d) * tiles.block_n / 4096.0;
+  if (is_narrow(tiles)) {
+    return c.narrow_iteration_us * static_cast<double>(d) * tiles.block_n / 4096.0;
+  }
   if (d <= 64) return c.portable_iteration_us_d64;
   return c.portable_iteration_us_d128 * static_cast<double>(d) * tiles.block_n / (128.0 * 64.0);
 }

@@ -96,7 +96,8 @@ void launch_for_dim(const AttnFwdParams& p, const LaunchPlan& plan, gpuStream_t 
     case 192: return launch_typed<Elem, 192>(p, plan, stream);
     case 256: return launch_typed<Elem, 256>(p, plan, stream);
   }
-  throw std::runtime_error("flashsplit: combine has no kernel for head dim " + std::to_string(p.dv));
+  throw std::runtime_error("flashsplit: combine has no kernel for head dim " +
+                           std::to_string(p.dv));
 }
 
 }  // namespace

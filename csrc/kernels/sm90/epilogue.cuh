@@ -80,13 +80,23 @@ struct FwdEpilogue {
   // G >= 2: this split's fp32 partial and LSE_g, row by row.
   __device__ __forceinline__ void write_partial(const FinishedRows& f, bool no_keys,
                                                 const float (&o)[kHeadDimV / 2]) const {
+    write_rows<true>(f, no_keys, o, f.row_max, f.row_sum);
+  }
+
+  // This thread's two rows stored from registers (write_output_row): the split's partial and
+  // LSE_g (Split), or the output and lse.
+  template <bool Split>
+  __device__ __forceinline__ void write_rows(const FinishedRows& f, bool no_keys,
+                                             const float (&o)[kHeadDimV / 2],
+                                             const float (&row_max)[2],
+                                             const float (&row_sum)[2]) const {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float sum = no_keys ? 0.f : quad_sum(f.row_sum[r]);
+      const float sum = no_keys ? 0.f : quad_sum(row_sum[r]);
       const int query = f.row0 + 8 * r;
       if (query >= p.sq) continue;  // a padding row of the last tile
-      write_output_row<Elem, kHeadDimV, Kt::kSplit>(
-          p, f.batch, f.head, query, f.split, f.row_max[r], scale_log2, sum, th.quad_col,
+      write_output_row<Elem, kHeadDimV, Split>(
+          p, f.batch, f.head, query, f.split, row_max[r], scale_log2, sum, th.quad_col,
           [&](int j) {
             return no_keys ? make_float2(0.f, 0.f)
                            : make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]);
@@ -94,27 +104,13 @@ struct FwdEpilogue {
     }
   }
 
-  // G = 1: lse, then the warp's 16 rows staged and stored with TMA (from d=192: stored from
-  // registers, as the split path stores its partials).
+  // G = 1: lse, then the warp's 16 rows staged and stored with TMA (from d=192 and at d=96,
+  // without staging: stored from registers, as the split path stores its partials).
   __device__ __forceinline__ void write_direct(const FinishedRows& f, bool no_keys,
                                                const float (&o)[kHeadDimV / 2],
                                                const float (&fin_max)[2],
                                                const float (&fin_sum)[2]) const {
-    if constexpr (!Tiles::kStagedOutput) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float sum = no_keys ? 0.f : quad_sum(fin_sum[r]);
-        const int query = f.row0 + 8 * r;
-        if (query >= p.sq) continue;  // a padding row of the last tile
-        write_output_row<Elem, kHeadDimV, false>(
-            p, f.batch, f.head, query, f.split, fin_max[r], scale_log2, sum, th.quad_col,
-            [&](int j) {
-              return no_keys ? make_float2(0.f, 0.f)
-                             : make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]);
-            });
-      }
-      return;
-    }
+    if constexpr (!Tiles::kStagedOutput) return write_rows<false>(f, no_keys, o, fin_max, fin_sum);
     // The warp's previous store must have read its staging rows before they are rewritten.
     if (th.lane == 0) bulk_wait_group_read<0>();
     __syncwarp();

@@ -22,10 +22,11 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
   hp.mainloop.k_map = make_head_tile_map("k", params.k, params.elem, D, params.sk, params.hk, params.b,
                                 params.k_row_stride, params.k_head_stride, params.k_batch_stride,
                                 Tiles::kSlabCols, Tiles::kBlockN);
-  // v's columns past dv (where it is narrower than q and k) load as zeros.
-  hp.mainloop.v_map = make_head_tile_map("v", params.v, params.elem, params.dv, params.sk, params.hk, params.b,
-                                params.v_row_stride, params.v_head_stride, params.v_batch_stride,
-                                Tiles::kSlabCols, Tiles::kBlockN);
+  // v has its own head dim (Tiles::kHeadDimV slabs of it are loaded).
+  hp.mainloop.v_map = make_head_tile_map("v", params.v, params.elem, params.dv, params.sk,
+                                         params.hk, params.b, params.v_row_stride,
+                                         params.v_head_stride, params.v_batch_stride,
+                                         Tiles::kSlabCols, Tiles::kBlockN);
   // G = 1 stores the output with TMA, 16 rows (one consumer warp) per box; splits write fp32
   // partials without a map.
   if (params.num_splits <= 1 && Tiles::kStagedOutput) {
@@ -74,7 +75,8 @@ void set_walk(HopperFwdParams& hp, const LaunchPlan& plan, gpuStream_t stream) {
     sp.tail = plan.tail;
     hp.epilogue.tail_ws = static_cast<float*>(p.tail_ws);
     // The pieces count their arrivals from zero (epilogue.cuh, settle_tail_piece).
-    const long long counters = tail_counters_offset_bytes(plan.tail, Tiles::kBlockM, Tiles::kHeadDimV);
+    const long long counters =
+        tail_counters_offset_bytes(plan.tail, Tiles::kBlockM, Tiles::kHeadDimV);
     FS_GPU_CHECK(gpuMemsetAsync(static_cast<unsigned char*>(p.tail_ws) + counters, 0,
                                 needed - static_cast<size_t>(counters), stream));
   }
@@ -155,25 +157,24 @@ using WideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false, kHopp
 template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                      LaunchRecord* record) {
-  if constexpr (D == 192) {
-    if (params.dv == 128 && plan.tiles.block_m == kHopperBaseRows &&
-        plan.tiles.block_n == NarrowValueTiles::kBlockN) {
-      return launch_tiles<Elem, D, NarrowValueTiles>(params, plan, stream, record);
-    }
-  }
+  const int block_m = plan.tiles.block_m, block_n = plan.tiles.block_n;
   if constexpr (D > 128) {
-    if (params.dv == D && plan.tiles.block_m == kHopperBaseRows) {
-      return launch_tiles<Elem, D, LargeHeadTiles<D>>(params, plan, stream, record);
+    // 128-row ping-pong tiles only, over their own key blocks (hopper_large_head_block_n).
+    if (block_m == kHopperBaseRows) {
+      if constexpr (D == 192) {
+        if (params.dv == 128 && block_n == NarrowValueTiles::kBlockN) {
+          return launch_tiles<Elem, D, NarrowValueTiles>(params, plan, stream, record);
+        }
+      }
+      if (params.dv == D) {
+        return launch_tiles<Elem, D, LargeHeadTiles<D>>(params, plan, stream, record);
+      }
     }
   } else {
-    switch (plan.tiles.block_m) {
+    switch (block_m) {
       case kHopperBaseRows:
         return launch_tiles<Elem, D, PingPongTiles<D>>(params, plan, stream, record);
-      case kHopperTallRows:
-        if constexpr (D <= 128) {
-          return launch_tiles<Elem, D, TallTiles<D>>(params, plan, stream, record);
-        }
-        break;
+      case kHopperTallRows: return launch_tiles<Elem, D, TallTiles<D>>(params, plan, stream, record);
       case kHopperWideRows:
         if constexpr (D == 64) {
           // Only unsplit forms exist: the plan takes wide tiles for nothing else.
@@ -186,8 +187,9 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
         break;
     }
   }
-  throw std::logic_error("flashsplit: no Hopper tile of " + std::to_string(plan.tiles.block_m) +
-                         " rows at d=" + std::to_string(D));
+  throw std::logic_error("flashsplit: no Hopper tile of " + std::to_string(block_m) + " rows x " +
+                         std::to_string(block_n) + " keys at d=" + std::to_string(D) +
+                         " with v's " + std::to_string(params.dv));
 }
 
 }  // namespace sm90
