@@ -1,6 +1,6 @@
 """python -m flashsplit.verify: check flashsplit's native kernels on this GPU, and admit it.
 
-Runs the correctness matrix on the local GPU: bf16 and fp16, head dims 64 and 128, causal and
+Runs the correctness matrix on the local GPU: bf16 and fp16, every head dim built, causal and
 not, MHA / GQA / MQA, query and key lengths from 1 through odd to long, every split mode (no
 split, the heuristic's G, a forced G and so the combine), and rows that see no key. Each native
 result is compared with a float64 reference: a case passes when its error is at most twice the
