@@ -1,8 +1,8 @@
 """Head dims 96, 192 and 256 on the native kernels, against the fp32 reference: both dtypes,
 causal or not, MHA/GQA/MQA, decode (the narrow tile), prefill and long keys (the wide tile and
 the Hopper kernels), G 1, 3 and the heuristic's, on both kernel families (the portable one
-forced with FLASHSPLIT_DISABLE_HOPPER=1). Sequence calls
-(varlen, a paged kv cache) run them too."""
+forced with FLASHSPLIT_DISABLE_HOPPER=1); v of 128 beside q and k of 192 (also through the tail
+split, and beside calls of the same shape with v of 192); varlen and paged kv caches."""
 
 import pytest
 import torch
