@@ -558,6 +558,13 @@ def write_csv(path: str, rows: List[Dict[str, object]]) -> None:
             writer.writerow({k: csv_value(row.get(k)) for k in fields})
 
 
+def write_results(out_dir: Optional[str], name: str, rows: List[Dict[str, object]]) -> None:
+    """rows as the CSV out_dir/name where the benchmark was given an output folder (--out)."""
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+        write_csv(os.path.join(out_dir, name), rows)
+
+
 def csv_value(value):
     if isinstance(value, float):
         return f"{value:.6g}"

@@ -60,9 +60,7 @@ def main(argv=None):
     worst = max(r["vs_random"] for r in rows)
     print(f"worst adversarial/random time: {worst:.3f}"
           f"{' (over 1.03: a data-dependent slow path)' if worst > 1.03 else ''}")
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        T.write_csv(os.path.join(args.out, "bench_adversarial.csv"), rows)
+    T.write_results(args.out, "bench_adversarial.csv", rows)
 
 
 if __name__ == "__main__":

@@ -134,9 +134,7 @@ def main(argv=None):
     print(T.format_table(table, header))
     print("x/fs: the other method's time over flashsplit's contiguous-cache time "
           "(> 1: flashsplit is faster; page columns: paged flashsplit, < 1.10 is within 10%)")
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        T.write_csv(os.path.join(args.out, "bench_kvcache.csv"), rows)
+    T.write_results(args.out, "bench_kvcache.csv", rows)
 
 
 if __name__ == "__main__":

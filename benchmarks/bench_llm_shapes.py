@@ -77,9 +77,7 @@ def main(argv=None):
     print(T.format_table(table, ["b,h,hk,sq,sk", "fs TFLOPS"] + [f"x{p}" for p in PEERS]))
     print("xPEER = PEER time / flashsplit time (> 1: flashsplit faster); n/a: the peer cannot "
           "run the shape (SDPA's causal mask is top-left, so chunked prefill is FA3's only)")
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        T.write_csv(os.path.join(args.out, "bench_llm_shapes.csv"), rows)
+    T.write_results(args.out, "bench_llm_shapes.csv", rows)
 
 
 if __name__ == "__main__":

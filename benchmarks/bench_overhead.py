@@ -114,9 +114,7 @@ def main(argv=None):
             rows.append(row)
             print(f"{label:<34} {name:<20} {row['host_us']:9.1f} "
                   f"({row['host_min']:6.1f}-{row['host_max']:6.1f}) {row['step_us']:9.1f}")
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        T.write_csv(os.path.join(args.out, "bench_overhead.csv"), rows)
+    T.write_results(args.out, "bench_overhead.csv", rows)
 
 
 if __name__ == "__main__":

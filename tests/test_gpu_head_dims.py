@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from test_gpu_common import (  # noqa: F401 (full_fp32_matmuls applies as an autouse fixture)
-    BUILD_INFO, DTYPE_IDS, DTYPES, HOPPER_FORCED_OFF, PORTABLE, assert_matches_reference,
+    BUILD_INFO, DEVICE_CC, DTYPE_IDS, DTYPES, HOPPER_FORCED_OFF, PORTABLE, assert_matches_reference,
     assert_native, assert_out_close, fs_forward, full_fp32_matmuls, generator_for, rand_qkv,
     references, requires_native)
 
@@ -21,6 +21,13 @@ HEAD_DIMS = (96, 192, 256)
 SHAPES = [(1, 1), (1, 9000), (4, 4000), (113, 203), (700, 900), (2048, 2048), (300, 100)]
 HEADS = {"mha": (4, 4), "gqa": (8, 2), "mqa": (4, 1)}
 SPLITS = (1, 3, 0)
+# The tests of the Hopper kernels' own choices: they run on cc 9.0 builds with sm_90a, unless
+# FLASHSPLIT_DISABLE_HOPPER=1 hands every call to the portable kernels.
+requires_hopper = pytest.mark.skipif(
+    DEVICE_CC != 90 or HOPPER_FORCED_OFF or not BUILD_INFO.get("hopper_kernels_built"),
+    reason=f"the Hopper kernels do not run here (cc {DEVICE_CC}, "
+           f"FLASHSPLIT_DISABLE_HOPPER={int(HOPPER_FORCED_OFF)}, sm_90a built: "
+           f"{bool(BUILD_INFO.get('hopper_kernels_built'))})")
 
 
 @pytest.fixture(params=["as_shipped", "portable"])
@@ -55,12 +62,9 @@ def test_head_dim_matches_fp32_reference(request, family, dtype, d, causal, head
         assert_matches_reference(out, lse, q, k, refs, causal, what)
 
 
+@requires_hopper
 @pytest.mark.parametrize("d", HEAD_DIMS, ids=[f"d{d}" for d in HEAD_DIMS])
 def test_long_prefill_takes_the_hopper_kernels(d):
-    if not BUILD_INFO.get("hopper_kernels_built") or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the Hopper kernels run on cc 9.0 builds with sm_90a")
-    if HOPPER_FORCED_OFF:
-        pytest.skip("FLASHSPLIT_DISABLE_HOPPER=1: the portable kernels serve every call")
     q = torch.empty(1, 1024, 8, d, device="cuda", dtype=torch.bfloat16)
     decision = assert_native(q, q, q)
     assert decision["kernel"] == "hopper_wgmma", decision
@@ -103,13 +107,10 @@ def test_value_head_dim_beside_the_same_shape_with_v_like_k(request, causal):
         assert_out_close(out, ref32, out_lp, f"v of {v.shape[-1]}")
 
 
+@requires_hopper
 def test_value_head_dim_128_through_the_tail_split(request):
     """133 heads of one 128-row tile over 8192 keys leave one tile past a full round of 132 SMs:
     the Hopper kernel cuts it into pieces whose partial records are v's 128 columns wide."""
-    if not BUILD_INFO.get("hopper_kernels_built") or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the tail split is the Hopper kernels' (cc 9.0 builds with sm_90a)")
-    if HOPPER_FORCED_OFF:
-        pytest.skip("FLASHSPLIT_DISABLE_HOPPER=1: the portable kernels serve every call")
     gen = generator_for(request)
     q, k, _ = rand_qkv(gen, 1, 128, 8192, 133, 133, 192, torch.bfloat16)
     v = torch.randn(1, 8192, 133, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
