@@ -3,8 +3,8 @@
 
 Each case is tiny (sanitizers slow kernels down 10-100x) but chosen to reach the edges:
 both dtypes, every head dim (and v's 128 beside 192), causal with rows that see no key, odd lengths that end
-mid-tile, the plain kernel (G = 1), forced and heuristic splits (producers + combine), GQA/MQA
-and strided inputs. Every case also checks its output against an fp32 reference, so a case
+mid-tile, the plain kernel (G = 1), forced and heuristic splits (producers + combine), GQA/MQA,
+strided inputs and varlen batches (b sequences of sq - 13 i queries and sk - 29 i keys). Every case also checks its output against an fp32 reference, so a case
 that "passes" the sanitizer while computing garbage still fails.
 
     python scripts/sanitize_cases.py               # the memcheck set
@@ -113,6 +113,14 @@ MEMCHECK_CASES = [
          1, "contiguous", 128, 128),
     Case("fp16-d256-decode-G3-narrow", "fp16", 256, False, 2, 1, 777, 8, 2, 3, "contiguous"),
     Case("bf16-d96-decode-auto-narrow", "bf16", 96, False, 1, 1, 2000, 4, 4, 0, "contiguous"),
+    # Varlen prefill on the Hopper kernels' sequence instances (128- and 192-row tiles): last
+    # key blocks cut short, rows copied out as far as each sequence goes.
+    Case("bf16-d128-causal-G1-varlen-hopper", "bf16", 128, True, 3, 200, 300, 4, 2, 1, "varlen",
+         128),
+    Case("fp16-d64-full-G3-varlen-hopper", "fp16", 64, False, 3, 150, 400, 4, 4, 3, "varlen",
+         128),
+    Case("bf16-d64-causal-G1-varlen-hopper192", "bf16", 64, True, 2, 1600, 1600, 12, 12, 1,
+         "varlen", 192),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64), the portable
 # wide tile (a short GQA query block) and the narrow tile (decode).
@@ -130,6 +138,8 @@ RACECHECK_CASES = [
          "contiguous"),
     Case("race-bf16-d96-causal-G1-hopper", "bf16", 96, True, 1, 200, 300, 2, 2, 1, "contiguous"),
     Case("race-fp16-d256-G2-hopper", "fp16", 256, False, 1, 130, 300, 2, 2, 2, "contiguous"),
+    Case("race-bf16-d128-causal-G1-varlen-hopper", "bf16", 128, True, 3, 200, 300, 2, 2, 1,
+         "varlen", 128),
 ]
 SETS = {"memcheck": MEMCHECK_CASES, "race": RACECHECK_CASES}
 
@@ -182,7 +192,58 @@ def make_inputs(torch, case):
             torch.randn(*shape_v, device="cuda", dtype=dtype, generator=gen))
 
 
+def varlen_lengths(case):
+    """The queries and keys of a varlen case's sequences."""
+    return ([max(0, case.sq - 13 * i) for i in range(case.b)],
+            [max(1, case.sk - 29 * i) for i in range(case.b)])
+
+
+def run_varlen_case(torch, flashsplit, naive_attention, case, check):
+    from flashsplit import _native
+    from flashsplit.sequences import Sequences
+    q_lens, k_lens = varlen_lengths(case)
+    dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(zlib.crc32(case.name.encode()))
+    q = torch.randn(sum(q_lens), case.h, case.d, device="cuda", dtype=dtype, generator=gen)
+    k, v = (torch.randn(sum(k_lens), case.hk, case.d, device="cuda", dtype=dtype, generator=gen)
+            for _ in range(2))
+    cu_q, cu_k = (torch.tensor([0] + [sum(lens[:i + 1]) for i in range(len(lens))],
+                               dtype=torch.int32, device="cuda") for lens in (q_lens, k_lens))
+    decision = _native.sequence_gate_decision(
+        q[None], k[None], v[None], Sequences(cu_q, cu_k, max_seqlen_q=max(q_lens),
+                                             max_seqlen_k=max(k_lens)),
+        case.causal, case.num_splits)
+    out, lse, _ = flashsplit.flash_attn_varlen_func(
+        q, k, v, cu_q, cu_k, max(q_lens), max(k_lens), causal=case.causal,
+        num_splits=case.num_splits, return_attn_probs=True, strict=True)
+    torch.cuda.synchronize()
+    detail = (f"{decision['kernel']} G={decision['num_splits']} "
+              f"block_m={decision['details']['block_m']}")
+    if case.block_m and decision["kernel"] == "hopper_wgmma" and \
+            decision["details"]["block_m"] != case.block_m:
+        return False, f"{detail}: the case is for {case.block_m}-row tiles"
+    if torch.isnan(out).any() or torch.isnan(lse).any():
+        return False, detail + ": NaN in the output"
+    if not check:
+        return True, detail
+    err = lse_err = 0.0
+    q0 = k0 = 0
+    for nq, nk in zip(q_lens, k_lens):
+        n_empty = min(nq, max(0, nq - nk)) if case.causal else 0
+        ref, ref_lse = naive_attention(q[q0:q0 + nq][None].float(), k[k0:k0 + nk][None].float(),
+                                       v[k0:k0 + nk][None].float(), causal=case.causal)
+        err = max(err, (out[q0 + n_empty:q0 + nq].float() - ref[0, n_empty:]).abs().max().item())
+        lse_err = max(lse_err, (lse[:, q0 + n_empty:q0 + nq] - ref_lse[0, :, n_empty:])
+                      .abs().max().item())
+        q0, k0 = q0 + nq, k0 + nk
+    ok = err < 3e-2 and lse_err < 1e-2 and math.isfinite(err)
+    return ok, f"{detail} max|out-ref|={err:.2e} max|lse-ref|={lse_err:.2e}"
+
+
 def run_case(torch, flashsplit, naive_attention, case, check):
+    if case.layout == "varlen":
+        return run_varlen_case(torch, flashsplit, naive_attention, case, check)
     q, k, v = make_inputs(torch, case)
     decision = flashsplit.explain(q, k, v, causal=case.causal, num_splits=case.num_splits)
     if decision["path"] != "native":

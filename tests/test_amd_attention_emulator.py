@@ -139,9 +139,10 @@ class Case:
         return compare(out[..., :self.d], lse, self.ref, self.ref_lse, self.lowp, padding_kept)
 
 
-def params_of(case, seqs, index=None):
+def params_of(case, seqs, index=None, max_seqlen_q=None):
     """AttnFwdParams for a case's q, k, v bits (batch, rows, heads, d + pad), as the torch layer
-    fills them: `seqs` sequences, and `index` the sequence index buffers the kernel reads."""
+    fills them: `seqs` sequences of at most `max_seqlen_q` queries (default: q's rows), and
+    `index` the sequence index buffers the kernel reads."""
     bq, rows_q, h, pad = case.q_bits.shape
     _, rows_k, hk, _ = case.k_bits.shape
     pointers = {"q": "q", "k": "k", "v": "v", "out": "out", "lse": "lse", "o_accum": "o_accum",
@@ -150,6 +151,8 @@ def params_of(case, seqs, index=None):
     return emu.attn_params(
         {"elem": "ElemType::kBFloat16" if case.dtype == "bf16" else "ElemType::kFloat16",
          "b": bq, "seqs": seqs, "sq": rows_q, "sk": rows_k, "h": h, "hk": hk,
+         "kv_batches": case.k_bits.shape[0],
+         "max_seqlen_q": rows_q if max_seqlen_q is None else max_seqlen_q,
          "d": case.d, "dv": case.d,
          "q_batch_stride": rows_q * h * pad, "q_row_stride": h * pad, "q_head_stride": pad,
          "k_batch_stride": rows_k * hk * pad, "k_row_stride": hk * pad, "k_head_stride": pad,
@@ -246,7 +249,8 @@ class SequenceCase:
             self.index["kv_batch_idx"] = np.array(self.kv_batch, np.int32)
 
     def params(self):
-        return params_of(self, seqs=len(self.q_lens), index=self.index)
+        return params_of(self, seqs=len(self.q_lens), index=self.index,
+                         max_seqlen_q=max(self.q_lens))
 
     def buffers(self):
         return buffers_of(self, index=self.index)

@@ -210,6 +210,13 @@ def test_explain_says_native_for_a_plain_bf16_call():
 
 
 HOPPER_FORCED_OFF = os.environ.get("FLASHSPLIT_DISABLE_HOPPER") == "1"
+# The tests of the Hopper kernels' own choices: they run on cc 9.0 builds with sm_90a, unless
+# FLASHSPLIT_DISABLE_HOPPER=1 hands every call to the portable kernels.
+requires_hopper = pytest.mark.skipif(
+    DEVICE_CC != 90 or HOPPER_FORCED_OFF or not BUILD_INFO.get("hopper_kernels_built"),
+    reason=f"the Hopper kernels do not run here (cc {DEVICE_CC}, "
+           f"FLASHSPLIT_DISABLE_HOPPER={int(HOPPER_FORCED_OFF)}, sm_90a built: "
+           f"{bool(BUILD_INFO.get('hopper_kernels_built'))})")
 
 
 @requires_native

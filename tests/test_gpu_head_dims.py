@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from test_gpu_common import (  # noqa: F401 (full_fp32_matmuls applies as an autouse fixture)
-    BUILD_INFO, DEVICE_CC, DTYPE_IDS, DTYPES, HOPPER_FORCED_OFF, PORTABLE, assert_matches_reference,
-    assert_native, assert_out_close, fs_forward, full_fp32_matmuls, generator_for, rand_qkv,
-    references, requires_native)
+    BUILD_INFO, DTYPE_IDS, DTYPES, PORTABLE, assert_matches_reference, assert_native,
+    assert_out_close, fs_forward, full_fp32_matmuls, generator_for, rand_qkv, references,
+    requires_hopper, requires_native)
 
 import flashsplit  # noqa: E402
 from sequence_cases import assert_varlen_matches, to_pages, varlen_inputs  # noqa: E402
@@ -21,15 +21,6 @@ HEAD_DIMS = (96, 192, 256)
 SHAPES = [(1, 1), (1, 9000), (4, 4000), (113, 203), (700, 900), (2048, 2048), (300, 100)]
 HEADS = {"mha": (4, 4), "gqa": (8, 2), "mqa": (4, 1)}
 SPLITS = (1, 3, 0)
-# The tests of the Hopper kernels' own choices: they run on cc 9.0 builds with sm_90a, unless
-# FLASHSPLIT_DISABLE_HOPPER=1 hands every call to the portable kernels.
-requires_hopper = pytest.mark.skipif(
-    DEVICE_CC != 90 or HOPPER_FORCED_OFF or not BUILD_INFO.get("hopper_kernels_built"),
-    reason=f"the Hopper kernels do not run here (cc {DEVICE_CC}, "
-           f"FLASHSPLIT_DISABLE_HOPPER={int(HOPPER_FORCED_OFF)}, sm_90a built: "
-           f"{bool(BUILD_INFO.get('hopper_kernels_built'))})")
-
-
 @pytest.fixture(params=["as_shipped", "portable"])
 def family(request, monkeypatch):
     if request.param == "portable":

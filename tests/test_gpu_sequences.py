@@ -2,14 +2,20 @@
 so a fallback to the reference path fails instead of passing. Results are checked per
 sequence against naive_attention in fp64 (accuracy.py's rule), caches carry poison past each
 sequence's keys and in unused pages, and a fixed num_splits must give bitwise the same result
-for a sequence whatever its batch-mates are."""
+for a sequence whatever its batch-mates are. On the H100 varlen prefill and contiguous kv
+caches run the Hopper kernels (checked at every head dim, with NaN in every row past the
+sequences' keys); the suite's run with FLASHSPLIT_DISABLE_HOPPER=1 gives the same calls to the
+portable kernels."""
 
 import pytest
 import torch
 
-from test_gpu_common import DTYPE_IDS, DTYPES, requires_native  # noqa: F401 (skips off GPU)
+from test_gpu_common import (  # noqa: F401 (skips off GPU)
+    DTYPE_IDS, DTYPES, requires_hopper, requires_native)
 
 import flashsplit  # noqa: E402
+from flashsplit import _native  # noqa: E402
+from flashsplit.sequences import Sequences  # noqa: E402
 from accuracy import assert_within_tolerance, naive_pair  # noqa: E402
 from sequence_cases import POISON, assert_varlen_matches, to_pages, varlen_inputs  # noqa: E402
 
@@ -170,3 +176,114 @@ def test_fixed_num_splits_is_batch_invariant(num_splits):
         else:
             assert torch.equal(result[0], first[0]) and torch.equal(result[1], first[1]), \
                 f"varlen: the 9-query sequence changed beside {q_lens}"
+
+
+def _varlen_decision(q, k, v, cu_q, cu_k, q_lens, k_lens, causal, num_splits):
+    seqs = Sequences(cu_q, cu_k, max_seqlen_q=max(q_lens), max_seqlen_k=max(k_lens))
+    return _native.sequence_gate_decision(q[None], k[None], v[None], seqs, causal, num_splits)
+
+
+def _with_nan_rows(t, rows):
+    """t (total, heads, d) with `rows` more rows of NaN after its last."""
+    return torch.cat((t, torch.full((rows,) + tuple(t.shape[1:]), float("nan"), dtype=t.dtype,
+                                    device=t.device)))
+
+
+@requires_hopper
+@pytest.mark.parametrize("heads", list(HEADS))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 96, 128, 192, 256])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_varlen_prefill_runs_the_hopper_kernels(dtype, d, causal, heads):
+    """Sequences of every length class around the 128-row tiles and the key blocks (empty, one
+    row, a block less one, a block, a block and one, longer), with sq > sk and sq < sk: the
+    Hopper kernels' sequence instances. k and v carry NaN rows past the last sequence's keys,
+    which no key box may read (a short last block's box ends at the sequence's last key)."""
+    h, hk = HEADS[heads]
+    q_lens = [0, 1, 127, 128, 129, 300, 64, 5]
+    k_lens = [5, 0, 127, 300, 1000, 129, 64, 77]
+    q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, h, hk, d, dtype, "cuda", seed=d)
+    k_nan, v_nan = _with_nan_rows(k, 200), _with_nan_rows(v, 200)
+    for num_splits in SPLITS:
+        decision = _varlen_decision(q, k_nan, v_nan, cu_q, cu_k, q_lens, k_lens, causal,
+                                    num_splits)
+        assert decision["kernel"] == "hopper_wgmma", decision
+        out, lse = _varlen(q, k_nan, v_nan, cu_q, cu_k, q_lens, k_lens, causal=causal,
+                           num_splits=num_splits)
+        assert_varlen_matches(out, lse, q, k, v, q_lens, k_lens,
+                              f"d={d} G={num_splits}", causal=causal)
+
+
+@requires_hopper
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 96, 128])
+def test_long_unsplit_varlen_prefill_tile_heights(d, causal):
+    """Unsplit calls of long sequences run the 192-row tiles at d=64 and with the mask
+    (consumers side by side; with the mask, the grouped walk drawn from a counter), else the
+    128-row ones (core/hopper_tiles.h, hopper_block_m)."""
+    q_lens = [2000, 1999, 0, 4097]
+    k_lens = [2000, 2100, 7, 4097]
+    q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, 16, 16, d, torch.bfloat16, "cuda",
+                                        seed=d)
+    k_nan, v_nan = _with_nan_rows(k, 100), _with_nan_rows(v, 100)
+    decision = _varlen_decision(q, k_nan, v_nan, cu_q, cu_k, q_lens, k_lens, causal, 1)
+    assert decision["kernel"] == "hopper_wgmma", decision
+    assert decision["details"]["block_m"] == (192 if causal or d == 64 else 128), decision
+    out, lse = _varlen(q, k_nan, v_nan, cu_q, cu_k, q_lens, k_lens, causal=causal, num_splits=1)
+    assert_varlen_matches(out, lse, q, k, v, q_lens, k_lens, f"d={d}", causal=causal)
+
+
+@pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_kvcache_prefill_chunk_reads_no_slot_past_the_cache_length(causal, d):
+    """A chunk of 200 queries against a contiguous cache whose slots past cache_seqlens hold
+    NaN (a cache from torch.empty may): no key box reads them, so out is finite and right.
+    With GQA and 200 queries the Hopper kernels serve it on the H100."""
+    b, s, h, hk = 3, 1024, 8, 2
+    lens = [200, 517, 1024]
+    gen = torch.Generator().manual_seed(d)
+    k_cache, v_cache = (torch.randn(b, s, hk, d, generator=gen).to("cuda", torch.bfloat16)
+                        for _ in range(2))
+    for i, n in enumerate(lens):
+        k_cache[i, n:] = float("nan")
+        v_cache[i, n:] = float("nan")
+    q = torch.randn(b, 200, h, d, generator=gen).to("cuda", torch.bfloat16)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    for num_splits in SPLITS:
+        out, lse = flashsplit.flash_attn_with_kvcache(
+            q, k_cache, v_cache, cache_seqlens=seqlens, causal=causal, num_splits=num_splits,
+            return_softmax_lse=True, strict=True)
+        for i, n in enumerate(lens):
+            high, low = naive_pair(q[i:i + 1], k_cache[i:i + 1, :n], v_cache[i:i + 1, :n],
+                                   causal=causal)
+            what = f"seq {i} ({n} cached) G={num_splits}"
+            assert_within_tolerance(out[i:i + 1], high[0], low[0], torch.bfloat16, what + " out")
+            assert_within_tolerance(lse[i:i + 1], high[1], low[1], torch.bfloat16, what + " lse")
+
+
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_fixed_num_splits_is_batch_invariant_on_prefill_tiles(num_splits):
+    """The prefill form of the invariance check (on the H100 the Hopper kernels' sequence
+    instances, whose tiles read past a sequence's rows into its neighbours'): a 300-query
+    sequence's out and lse are bitwise the same wherever it sits and whoever sits beside it."""
+    h, hk, d, n_q, n_k = 8, 8, 128, 300, 700
+    gen = torch.Generator().manual_seed(num_splits)
+    mine = [torch.randn(n, h, d, generator=gen).to("cuda", torch.bfloat16)
+            for n in (n_q, n_k, n_k)]
+    first = None
+    for q_lens, k_lens in (([n_q], [n_k]), ([50, n_q, 7], [900, n_k, 3]),
+                           ([n_q, 129, 128], [n_k, 64, 2000])):
+        at = q_lens.index(n_q)
+        q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, h, hk, d, torch.bfloat16, "cuda",
+                                            seed=len(q_lens))
+        q0, k0 = sum(q_lens[:at]), sum(k_lens[:at])
+        q[q0:q0 + n_q], k[k0:k0 + n_k], v[k0:k0 + n_k] = mine
+        out, lse = _varlen(q, k, v, cu_q, cu_k, q_lens, k_lens, causal=True,
+                           num_splits=num_splits)
+        result = out[q0:q0 + n_q], lse[:, q0:q0 + n_q]
+        if first is None:
+            first = result
+        else:
+            assert torch.equal(result[0], first[0]) and torch.equal(result[1], first[1]), \
+                f"the 300-query sequence changed beside {q_lens}"
+

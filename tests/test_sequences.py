@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import flashsplit
-from flashsplit import ops
+from flashsplit import _native, ops
+from flashsplit.sequences import Sequences
 from accuracy import assert_within_tolerance, naive_pair
 from naive_attention import naive_attention
 from sequence_cases import (POISON, assert_varlen_matches, cu_seqlens, randn, rotary_tables,
@@ -294,3 +295,19 @@ def test_opcheck_seq_fwd_and_bwd():
                 args["cu_seqlens_q"], args["cu_seqlens_k"], None, None, None, 0.2, True, -1,
                 -1, 0.0, None, 0.0, 0)
     torch.library.opcheck(ops.seq_bwd, bwd_args)
+
+
+def test_sequence_plan_explains_itself_on_the_cpu():
+    """The plan of a sequence call (what the GPU tests read to see which kernels ran): on CPU
+    tensors the reference path, with the gate's reason."""
+    q_lens, k_lens = [3, 0, 5], [4, 2, 9]
+    q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, 4, 2, 64, torch.float32, "cpu")
+    decision = _native.sequence_gate_decision(
+        q[None], k[None], v[None], Sequences(cu_q, cu_k, max_seqlen_q=5, max_seqlen_k=9),
+        causal=True, num_splits=0)
+    assert decision["path"] == "reference" and decision["kernel"] == "reference", decision
+    assert decision["reason"], decision
+    with pytest.raises(RuntimeError, match="cu_seqlens_k"):
+        _native.sequence_gate_decision(
+            q[None], k[None], v[None], Sequences(cu_q, cu_k[:-1], max_seqlen_q=5,
+                                                 max_seqlen_k=9), causal=True, num_splits=0)

@@ -213,10 +213,11 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
     decision.family = KernelFamily::kPortableMfma;
     return decision;
   }
-  // Sequences of their own lengths and paged k/v run on the portable kernels.
+  // Paged k/v runs on the portable kernels (a page is not a TMA box); so do decode and calls
+  // that would waste most of a Hopper tile's rows (use_hopper_tiles).
   const bool hopper = device.cc == 90 && build.hopper_kernels_built && options.allow_hopper &&
                       hopper_has_head_dim(static_cast<int>(p.d)) && p.tma_describable &&
-                      !p.per_sequence && p.page_size == 0 && use_hopper_tiles(p.sq, p.h, p.hk);
+                      p.page_size == 0 && use_hopper_tiles(p.sq, p.h, p.hk);
   decision.family = hopper ? KernelFamily::kHopperWgmma : KernelFamily::kPortableMma;
   if (!hopper && device.smem_per_block_optin > 0) {
     const long long need = portable_smem_bytes(portable_tile_config(static_cast<int>(p.d)),

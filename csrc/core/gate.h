@@ -53,8 +53,9 @@ bool build_has_binary_for(const BuildInfo& build, const DeviceInfo& device);
 std::string arch_text(const DeviceInfo& device);
 
 // Admits or refuses the native path and picks its kernel family: on NVIDIA the Hopper kernels
-// on cc 9.0 when built, allowed and suited to the shape (use_hopper_tiles) for dense calls, the
-// portable mma kernels otherwise (and for sequences of their own lengths or paged k/v); on AMD the portable MFMA kernels. A GPU is admitted only if its arch is
+// on cc 9.0 when built, allowed and suited to the shape (use_hopper_tiles), for dense calls and
+// sequences of their own lengths with contiguous k/v; the portable mma kernels otherwise (and
+// for paged k/v); on AMD the portable MFMA kernels. A GPU is admitted only if its arch is
 // tested, verified on this machine, or the override is set.
 GateDecision check_native(const AttnProblem& problem, const DeviceInfo& device,
                           const BuildInfo& build, const GateOptions& options = GateOptions{});

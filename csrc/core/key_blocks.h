@@ -20,6 +20,18 @@ FS_HOST_DEVICE inline bool block_needs_mask(int n0, int block_n, int first_query
   return n0 + block_n > sk || (causal && n0 + block_n - 1 > first_query + sk - sq);
 }
 
+// The first key row of the box of block_n rows that a kernel reading whole boxes (TMA) loads
+// for key block n of a sequence of sk keys: the block's own first key, except for a last block
+// cut short by sk, whose box ends at the sequence's last key instead (sk - block_n; negative
+// where the sequence is shorter than a block, rows the load fills with zeros). So no box reads
+// a row past the sequence: in a varlen batch that row would be the next sequence's, in a kv
+// cache a slot never written (any bits, NaN included, and 0 * NaN is NaN in P V). The box's rows
+// before the block's first key (n * block_n) belong to earlier blocks and are masked.
+FS_HOST_DEVICE inline int key_box_start(int n, int block_n, int sk) {
+  const int n0 = n * block_n;
+  return n0 + block_n > sk ? sk - block_n : n0;
+}
+
 struct KeyBlockRange {
   int begin;  // first key block (inclusive)
   int end;    // one past the last; begin == end means this split has no work

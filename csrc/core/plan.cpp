@@ -16,7 +16,7 @@ TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
   switch (family) {
     case KernelFamily::kHopperWgmma:
       return hopper_tile_config(d, p.sq, p.causal, p.sk, 0, 0, 2,
-                                static_cast<int>(value_head_dim(p)));
+                                static_cast<int>(value_head_dim(p)), p.per_sequence);
     case KernelFamily::kPortableMma:
       return portable_tile_config(d, use_narrow_tiles(p.sq, p.h, p.hk));
     case KernelFamily::kPortableMfma:
@@ -30,7 +30,7 @@ TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count
                          int num_splits) {
   if (family != KernelFamily::kHopperWgmma) return tiles_for(family, p);
   return hopper_tile_config(static_cast<int>(p.d), p.sq, p.causal, p.sk, p.b * p.h, sm_count,
-                            num_splits, static_cast<int>(value_head_dim(p)));
+                            num_splits, static_cast<int>(value_head_dim(p)), p.per_sequence);
 }
 
 SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& device) {
@@ -57,7 +57,7 @@ int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceIn
 
 TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,
                              int sm_count, int num_splits) {
-  if (family != KernelFamily::kHopperWgmma || tiles.block_m <= 0 ||
+  if (family != KernelFamily::kHopperWgmma || tiles.block_m <= 0 || p.per_sequence ||
       !tail_split_applies(p.causal, num_splits != 1, tiles.block_n)) {
     return TailSplit{};
   }

@@ -27,8 +27,8 @@ struct LaunchPlan {
   GateDecision gate;   // admitted or not, the kernel family, and why not
   int num_splits = 1;  // G that runs (1 on the reference path)
   TileConfig tiles{0, 0, 0, 0};  // the tiles this call runs
-  // Sequences of their own lengths, and paged k/v among them: the portable kernels that read
-  // the sequences' indices and pages (kernels/portable/sequence.cuh).
+  // Sequences of their own lengths, and paged k/v among them: the kernel instances that read
+  // the sequences' indices and pages (kernels/sequence.cuh).
   bool sequences = false, paged = false;
   // Keys per block of the tiles calls with G >= 2 run (the tiles the heuristic models), which
   // clamp a requested G; an unsplit call's own tiles may take fewer (wide Hopper tiles).

@@ -31,6 +31,8 @@ struct AttnFwdParams {
   // Sequences of their own lengths (varlen and kv-cache calls; the portable kernels read them,
   // sequence.cuh). A dense call has seqs == b and leaves every pointer null.
   int seqs = 0;                       // sequences: the grid's batch
+  int max_seqlen_q = 0;               // queries of the longest (sq for a dense call)
+  int kv_batches = 0;                 // k/v's batch dim as laid out (pages of a paged call)
   const int* cu_seqlens_q = nullptr;  // (seqs + 1): sequence i's queries are rows
                                       // [cu[i], cu[i + 1]) of q and out, whose b is 1
   const int* cu_seqlens_k = nullptr;  // (seqs + 1): its keys are rows [cu[i], cu[i + 1]) of k/v

@@ -75,10 +75,15 @@ pybind11::tuple forward_recorded(const at::Tensor& q, const at::Tensor& k, const
 
 using OptionalTensor = c10::optional<at::Tensor>;
 
-SequenceArgs sequence_args(const OptionalTensor& cu_seqlens_q, const OptionalTensor& cu_seqlens_k,
-                           const OptionalTensor& seqused_k, const OptionalTensor& kv_batch_idx,
-                           const OptionalTensor& block_table, int64_t max_seqlen_q,
-                           int64_t max_seqlen_k) {
+// A sequence call's indices and lengths, checked with its tensors (the same errors for both
+// entry points below).
+SequenceArgs checked_sequences(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const OptionalTensor& cu_seqlens_q,
+                               const OptionalTensor& cu_seqlens_k,
+                               const OptionalTensor& seqused_k,
+                               const OptionalTensor& kv_batch_idx,
+                               const OptionalTensor& block_table, int64_t max_seqlen_q,
+                               int64_t max_seqlen_k, int64_t num_splits) {
   SequenceArgs seqs;
   seqs.cu_seqlens_q = cu_seqlens_q.value_or(at::Tensor());
   seqs.cu_seqlens_k = cu_seqlens_k.value_or(at::Tensor());
@@ -87,6 +92,8 @@ SequenceArgs sequence_args(const OptionalTensor& cu_seqlens_q, const OptionalTen
   seqs.block_table = block_table.value_or(at::Tensor());
   seqs.max_seqlen_q = max_seqlen_q;
   seqs.max_seqlen_k = max_seqlen_k;
+  check_attention_inputs(q, k, v, num_splits, /*same_batch=*/false);
+  check_sequence_inputs(q, k, seqs);
   return seqs;
 }
 
@@ -101,16 +108,34 @@ pybind11::object run_sequences(const at::Tensor& q, const at::Tensor& k, const a
                                double dropout_p, int64_t window_left, int64_t window_right,
                                double softcap, bool has_alibi, int64_t num_splits,
                                bool arch_verified) {
-  const SequenceArgs seqs = sequence_args(cu_seqlens_q, cu_seqlens_k, seqused_k, kv_batch_idx,
-                                          block_table, max_seqlen_q, max_seqlen_k);
-  check_attention_inputs(q, k, v, num_splits, /*same_batch=*/false);
-  check_sequence_inputs(q, k, seqs);
+  const SequenceArgs seqs =
+      checked_sequences(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, kv_batch_idx,
+                        block_table, max_seqlen_q, max_seqlen_k, num_splits);
   FeatureOptions features{causal, dropout_p, window_left, window_right, softcap, has_alibi};
   const LaunchPlan plan =
       make_sequence_plan(q, k, v, seqs, features, num_splits, arch_verified);
   if (!plan.gate.ok) return pybind11::str(plan.gate.reason);
   auto [out, lse] = run_admitted(q, k, v, &seqs, plan, softmax_scale, causal);
   return pybind11::make_tuple(out, lse);
+}
+
+// explain() for a sequence call: the plan of its sequences (b of them, of at most max_seqlen_q
+// queries each), without running it.
+pybind11::dict explain_sequences(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const OptionalTensor& cu_seqlens_q,
+                                 const OptionalTensor& cu_seqlens_k,
+                                 const OptionalTensor& seqused_k,
+                                 const OptionalTensor& kv_batch_idx,
+                                 const OptionalTensor& block_table, int64_t max_seqlen_q,
+                                 int64_t max_seqlen_k, bool causal, int64_t num_splits,
+                                 bool arch_verified) {
+  const SequenceArgs seqs =
+      checked_sequences(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, kv_batch_idx,
+                        block_table, max_seqlen_q, max_seqlen_k, num_splits);
+  FeatureOptions features;
+  features.causal = causal;
+  const LaunchPlan plan = make_sequence_plan(q, k, v, seqs, features, num_splits, arch_verified);
+  return explain_dict(plan, seqs.count(q), max_seqlen_q, q.size(2), k.size(2));
 }
 
 }  // namespace
@@ -146,6 +171,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("max_seqlen_k"), py::arg("softmax_scale"), py::arg("causal"),
         py::arg("dropout_p"), py::arg("window_left"), py::arg("window_right"),
         py::arg("softcap"), py::arg("has_alibi"), py::arg("num_splits"),
+        py::arg("arch_verified") = false);
+  m.def("explain_sequences", &flashsplit::explain_sequences,
+        "explain() for a call of sequences of their own lengths.", py::arg("q"), py::arg("k"),
+        py::arg("v"), py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"), py::arg("seqused_k"),
+        py::arg("kv_batch_idx"), py::arg("block_table"), py::arg("max_seqlen_q"),
+        py::arg("max_seqlen_k"), py::arg("causal"), py::arg("num_splits"),
         py::arg("arch_verified") = false);
   flashsplit::bind_heuristic(m);
 }

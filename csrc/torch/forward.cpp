@@ -37,6 +37,8 @@ AttnFwdParams make_params(const at::Tensor& q, const at::Tensor& k, const at::Te
   p.sk = static_cast<int>(k.size(1));
   p.hk = static_cast<int>(k.size(2));
   p.seqs = p.b;
+  p.max_seqlen_q = p.sq;
+  p.kv_batches = static_cast<int>(k.size(0));
   p.softmax_scale = static_cast<float>(softmax_scale);
   p.causal = causal;
   return p;
@@ -47,6 +49,7 @@ const int* index_ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr<int>
 // The per-sequence part of the params: the sequences and where their lengths and pages are.
 void set_sequences(AttnFwdParams& p, const at::Tensor& q, const SequenceArgs& seqs) {
   p.seqs = static_cast<int>(seqs.count(q));
+  p.max_seqlen_q = static_cast<int>(seqs.max_seqlen_q);
   p.cu_seqlens_q = index_ptr(seqs.cu_seqlens_q);
   p.cu_seqlens_k = index_ptr(seqs.cu_seqlens_k);
   p.seqused_k = index_ptr(seqs.seqused_k);

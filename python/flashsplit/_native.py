@@ -71,5 +71,16 @@ def run_sequences(q, k, v, seqs, softmax_scale, causal, dropout_p, window_left, 
                             arch_verified(q))
 
 
+def sequence_gate_decision(q, k, v, seqs, causal, num_splits):
+    """gate_decision() for a call of sequences of their own lengths (the kernel features only:
+    a window, softcap, ALiBi or dropout goes to the reference path before it is planned)."""
+    decision = dict(_C.explain_sequences(
+        q, k, v, seqs.cu_seqlens_q, seqs.cu_seqlens_k, seqs.seqused_k, seqs.kv_batch_idx,
+        seqs.block_table, seqs.max_seqlen_q, seqs.max_seqlen_k, causal, num_splits,
+        arch_verified(q)))
+    decision["details"] = dict(decision["details"])
+    return decision
+
+
 def build_info():
     return dict(_C.build_info())

@@ -170,5 +170,31 @@ TEST(MaskRule, BlocksNeedMaskingWhereAKeyIsHiddenFromTheFirstRow) {
   }
 }
 
+// The key boxes of a sequence's blocks: every box ends by the sequence's last key, so no row
+// past the sequence is read, and over its blocks' own keys (box rows from n * block_n on,
+// below sk) every key of the sequence is visited exactly once.
+TEST(KeyBoxes, NoBoxReadsPastTheSequenceAndEveryKeyIsVisitedOnce) {
+  for (int block_n : {64, 80, 112, 128}) {
+    for (int sk : {1, 5, 63, 64, 65, 79, 80, 81, 127, 128, 129, 300, 513}) {
+      std::vector<int> visits(sk, 0);
+      const int blocks = (sk + block_n - 1) / block_n;
+      for (int n = 0; n < blocks; ++n) {
+        const int box = key_box_start(n, block_n, sk);
+        EXPECT_LE(box + block_n, sk) << "block_n=" << block_n << " sk=" << sk << " n=" << n;
+        EXPECT_LE(box, n * block_n);
+        for (int row = 0; row < block_n; ++row) {
+          const int key = box + row;
+          if (key >= n * block_n && key < sk) ++visits[key];
+        }
+      }
+      for (int key = 0; key < sk; ++key)
+        ASSERT_EQ(visits[key], 1) << "block_n=" << block_n << " sk=" << sk << " key " << key;
+    }
+  }
+  EXPECT_EQ(key_box_start(0, 128, 300), 0);
+  EXPECT_EQ(key_box_start(2, 128, 300), 172);  // the last block's box ends at key 299
+  EXPECT_EQ(key_box_start(0, 128, 5), -123);   // rows before the first key: filled with zeros
+}
+
 }  // namespace
 }  // namespace flashsplit

@@ -246,5 +246,52 @@ TEST(Plan, PagedDecodeSplitsItsLongerWalkFurther) {
   EXPECT_EQ(paged.tiles.block_m, contiguous.tiles.block_m);
 }
 
+TEST(Plan, ContiguousSequencesRunHopperTilesOfTheirOwnWithoutATailSplit) {
+  // Varlen prefill: the Hopper kernels' sequence instances, never on the wide tiles nor a tail
+  // split (both assume tiles of equal length); split calls on 128-row ping-pong tiles, unsplit
+  // ones on 128- or 192-row tiles as the dense call would weigh them.
+  BuildInfo build = hopper_build();
+  build.head_dims = {64, 96, 128, 192, 256};
+  int tall_plans = 0;
+  for (int d : build.head_dims) {
+    for (bool causal : {false, true}) {
+      for (int splits : {1, 3}) {
+        AttnProblem p;
+        p.b = 3, p.sq = 4096, p.sk = 4096, p.h = 16, p.hk = 16, p.d = d, p.causal = causal;
+        p.per_sequence = true;
+        const LaunchPlan plan = make_launch_plan(p, h100(), build, PlanOptions{}, splits);
+        SCOPED_TRACE("d=" + std::to_string(d) + " causal=" + std::to_string(causal) +
+                     " G=" + std::to_string(splits));
+        ASSERT_TRUE(plan.gate.ok) << plan.gate.reason;
+        EXPECT_EQ(plan.gate.family, KernelFamily::kHopperWgmma);
+        EXPECT_TRUE(plan.sequences && !plan.paged);
+        EXPECT_FALSE(plan.tail.active());
+        p.per_sequence = false;
+        const LaunchPlan dense = make_launch_plan(p, h100(), build, PlanOptions{}, splits);
+        if (splits > 1 || d > 128 || (!causal && d != 64)) {
+          EXPECT_EQ(plan.tiles.block_m, kHopperBaseRows);
+        } else if (dense.tiles.block_m != kHopperWideRows) {
+          EXPECT_EQ(plan.tiles.block_m, dense.tiles.block_m);
+        } else {
+          EXPECT_NE(plan.tiles.block_m, kHopperWideRows);
+        }
+        EXPECT_EQ(plan.tiles.block_n, d > 128 ? hopper_large_head_block_n(d) : kHopperBlockN);
+        tall_plans += plan.tiles.block_m == kHopperTallRows;
+      }
+    }
+  }
+  EXPECT_GE(tall_plans, 3);  // d=64 both ways, d=96 and 128 with the mask
+  // Paged k/v and decode stay on the portable kernels.
+  AttnProblem p;
+  p.b = 4, p.sq = 2048, p.sk = 2048, p.h = 16, p.hk = 16, p.d = 128;
+  p.per_sequence = true;
+  p.page_size = 64;
+  EXPECT_EQ(make_launch_plan(p, h100(), hopper_build(), PlanOptions{}, 0).gate.family,
+            KernelFamily::kPortableMma);
+  p.page_size = 0, p.sq = 1, p.h = 32, p.hk = 8;
+  EXPECT_EQ(make_launch_plan(p, h100(), hopper_build(), PlanOptions{}, 0).gate.family,
+            KernelFamily::kPortableMma);
+}
+
 }  // namespace
 }  // namespace flashsplit

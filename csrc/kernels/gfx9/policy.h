@@ -28,7 +28,7 @@
 #include "kernels/gfx9/lds_layout.h"
 #include "kernels/gfx9/mfma.h"
 #include "kernels/gfx9/mfma_layout.h"
-#include "kernels/portable/sequence.cuh"
+#include "kernels/sequence.cuh"
 
 namespace flashsplit {
 namespace gfx9 {
@@ -160,22 +160,22 @@ struct Policy {
 
   struct Pipeline {
     const AttnFwdParams& p;
-    const portable::Sequence& seq;
+    const Sequence& seq;
     const Elem *q, *k, *v;
     int kv_head, m0 = 0, group = 1, stage = 0, next = 0;
     unsigned char* lds;
     Unit k_next[kKUnits];              // the next block's K units ...
     Word2 v_next[kVGroups][kPerLane];  // ... and V rows: 4 head-dim values of kPerLane keys
 
-    __device__ Pipeline(const AttnFwdParams& params, const portable::Sequence& sequence,
+    __device__ Pipeline(const AttnFwdParams& params, const Sequence& sequence,
                         int kv_head_)
         : p(params), seq(sequence), kv_head(kv_head_) {
       __shared__ __attribute__((aligned(16))) unsigned char storage[kStages * kStageBytes];
       lds = storage;
-      q = portable::sequence_queries<Elem>(p, seq);
-      k = portable::sequence_keys<Elem>(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride,
+      q = sequence_queries<Elem>(p, seq);
+      k = sequence_keys<Elem>(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride,
                                         seq, kv_head);
-      v = portable::sequence_keys<Elem>(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride,
+      v = sequence_keys<Elem>(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride,
                                         seq, kv_head);
     }
     // A buffer resource over a k/v head's rows from the segment that holds key0: segments are

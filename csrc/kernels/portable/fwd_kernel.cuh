@@ -39,7 +39,7 @@
 #include "core/tiles.h"
 #include "kernels/attn_params.h"
 #include "kernels/fwd_common.cuh"
-#include "kernels/portable/sequence.cuh"
+#include "kernels/sequence.cuh"
 
 namespace flashsplit {
 namespace portable {

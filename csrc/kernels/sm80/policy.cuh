@@ -15,7 +15,7 @@
 #include "core/portable_tiles.h"
 #include "kernels/attn_params.h"
 #include "kernels/fwd_common.cuh"
-#include "kernels/portable/sequence.cuh"
+#include "kernels/sequence.cuh"
 #include "kernels/sm80/mma_primitives.cuh"
 
 namespace flashsplit {
@@ -254,24 +254,24 @@ struct Policy {
   // Q, then K and V through the two-stage ring (shared memory in dynamic smem).
   struct Pipeline {
     const AttnFwdParams& p;
-    const portable::Sequence& seq;
+    const Sequence& seq;
     const int kv_head;
     const Elem *q, *k, *v;
     Elem *sQ, *sK0, *sV0;  // stage s: K at sK0 + s * kBlockN * D, V likewise
     int stage = 0;
     PageTable<kBlockN, kThreads> table;  // paged k/v only
 
-    __device__ Pipeline(const AttnFwdParams& params, const portable::Sequence& sequence,
+    __device__ Pipeline(const AttnFwdParams& params, const Sequence& sequence,
                         int kv_head_)
         : p(params), seq(sequence), kv_head(kv_head_) {
       extern __shared__ __align__(128) unsigned char smem_raw[];
       sQ = reinterpret_cast<Elem*>(smem_raw);
       sK0 = sQ + kBlockM * D;
       sV0 = sK0 + 2 * kBlockN * D;
-      q = portable::sequence_queries<Elem>(p, seq);
-      k = portable::sequence_keys<Elem>(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride,
+      q = sequence_queries<Elem>(p, seq);
+      k = sequence_keys<Elem>(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride,
                                         seq, kv_head);
-      v = portable::sequence_keys<Elem>(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride,
+      v = sequence_keys<Elem>(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride,
                                         seq, kv_head);
       if (paged()) {
         table.slots = reinterpret_cast<int*>(smem_raw + kDynamicSmemBytes);

@@ -28,6 +28,9 @@ namespace sm90 {
 // first block is already under way when the epilogue runs.
 struct FinishedRows {
   int m0, row0, batch, head, split;  // row0: this thread's rows are row0 and row0 + 8
+  // The tile's sequence: its queries (rows from sq on are padding), which start at row q_row of
+  // q's batch `batch` (0 for a dense call).
+  int sq, q_row;
   float row_max[2], row_sum[2];
   int slot;  // the tail kernel's piece (tail_piece_of_slot)
 };
@@ -59,6 +62,15 @@ struct FwdEpilogue {
         scale_log2(scale_log2_),
         sO_rows(staging + thread.consumer * Tiles::kSlabs * Tiles::kSlabBytesO),
         warp_rows(thread.warp_in_group * 16 * 128) {}
+
+  // The finished tile's sequence: its queries and its first row in q's layout (dense kernels:
+  // the call's, read where used rather than kept beside O).
+  __device__ __forceinline__ int rows_of(const FinishedRows& f) const {
+    return Kt::kSequences ? f.sq : p.sq;
+  }
+  __device__ __forceinline__ int first_row_of(const FinishedRows& f) const {
+    return Kt::kSequences ? f.q_row : 0;
+  }
 
   // Normalises O (this thread's o registers) and writes the rows. Rows of a tile with no key
   // block to visit (causal rows before the first key, an empty split) are written as
@@ -94,9 +106,10 @@ struct FwdEpilogue {
     for (int r = 0; r < 2; ++r) {
       const float sum = no_keys ? 0.f : quad_sum(row_sum[r]);
       const int query = f.row0 + 8 * r;
-      if (query >= p.sq) continue;  // a padding row of the last tile
+      if (query >= rows_of(f)) continue;  // a padding row of the last tile
       write_output_row<Elem, kHeadDimV, Split>(
-          p, f.batch, f.head, query, f.split, row_max[r], scale_log2, sum, th.quad_col,
+          p, f.batch, f.head, first_row_of(f) + query, f.split, row_max[r], scale_log2, sum,
+          th.quad_col,
           [&](int j) {
             return no_keys ? make_float2(0.f, 0.f)
                            : make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]);
@@ -105,12 +118,15 @@ struct FwdEpilogue {
   }
 
   // G = 1: lse, then the warp's 16 rows staged and stored with TMA (from d=192 and at d=96,
-  // without staging: stored from registers, as the split path stores its partials).
+  // without staging: stored from registers, as the split path stores its partials). A box
+  // stops only at the end of out, not at a sequence's last row, so the sequence kernels copy
+  // their staged rows out instead, as far as the sequence goes (with the TMA store beside the
+  // copy for whole boxes, ptxas spilled the d=128 consumers).
   __device__ __forceinline__ void write_direct(const FinishedRows& f, bool no_keys,
                                                const float (&o)[kHeadDimV / 2],
                                                const float (&fin_max)[2],
                                                const float (&fin_sum)[2]) const {
-    if constexpr (!Tiles::kStagedOutput) return write_rows<false>(f, no_keys, o, fin_max, fin_sum);
+    if constexpr (!Kt::kStagedOutput) return write_rows<false>(f, no_keys, o, fin_max, fin_sum);
     // The warp's previous store must have read its staging rows before they are rewritten.
     if (th.lane == 0) bulk_wait_group_read<0>();
     __syncwarp();
@@ -122,10 +138,15 @@ struct FwdEpilogue {
           finished_row_scale<Tiles::kApproxRowScale>(fin_max[r], scale_log2, sum);
       inv[r] = scale.inv;
       const int query = f.row0 + 8 * r;
-      if (th.quad_col == 0 && query < p.sq)
-        p.lse[(static_cast<int64_t>(f.batch) * p.h + f.head) * p.sq + query] = scale.lse;
+      if (th.quad_col == 0 && query < rows_of(f))
+        p.lse[(static_cast<int64_t>(f.batch) * p.h + f.head) * p.sq + first_row_of(f) + query] =
+            scale.lse;
     }
     stage_rows(no_keys, o, inv);
+    // The warp's first row in the tile's sequence.
+    const int warp_row = Kt::kRotate ? f.row0 - th.quad_row
+                                     : f.m0 + th.consumer * 64 + th.warp_in_group * 16;
+    if constexpr (Kt::kSequences) return copy_staged_rows(f, warp_row);
     fence_proxy_async_shared();
     __syncwarp();
     if (th.lane == 0) {
@@ -133,11 +154,27 @@ struct FwdEpilogue {
       const uint64_t o_policy = l2_evict_first_policy();
       for (int slab = 0; slab < Tiles::kSlabs; ++slab)
         tma_store_4d(&ep.o_map, sO_rows + slab * Tiles::kSlabBytesO + warp_rows, slab * 64,
-                     Kt::kRotate ? f.row0 - th.quad_row
-                                 : f.m0 + th.consumer * 64 + th.warp_in_group * 16,
-                     f.head, f.batch, o_policy);
+                     first_row_of(f) + warp_row, f.head, f.batch, o_policy);
       bulk_commit_group();
     }
+  }
+
+  // The warp's staged rows from warp_row on that its sequence holds (those below f.sq), 16 bytes
+  // per lane and store (a row's chunks by consecutive lanes), from the swizzled staging to out.
+  __device__ __forceinline__ void copy_staged_rows(const FinishedRows& f, int warp_row) const {
+    constexpr int kChunks = Tiles::kSlabs * 8;  // 16-byte chunks per row
+    __syncwarp();
+    Elem* const rows = static_cast<Elem*>(p.out) + f.batch * p.o_batch_stride +
+                       f.head * p.o_head_stride +
+                       static_cast<int64_t>(first_row_of(f) + warp_row) * p.o_row_stride;
+    for (int c = th.lane; c < 16 * kChunks; c += 32) {
+      const int row = c / kChunks, slab = c % kChunks / 8, chunk = c % 8;
+      if (warp_row + row >= f.sq) break;
+      const uint4 v = *reinterpret_cast<const uint4*>(
+          sO_rows + slab * Tiles::kSlabBytesO + warp_rows + row * 128 + ((chunk ^ (row % 8)) << 4));
+      *reinterpret_cast<uint4*>(rows + row * p.o_row_stride + slab * 64 + chunk * 8) = v;
+    }
+    __syncwarp();
   }
 
   // The warp's 16 rows of O * inv into its staging rows by stmatrix, four 8x8 matrices a time:

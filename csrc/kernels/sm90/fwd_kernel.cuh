@@ -15,6 +15,9 @@
 //   shared_storage.cuh, pipeline.cuh, named_barriers.h, fwd_params.cuh  shared memory, the
 //                        rings between producer and consumers, barrier ids, the parameters
 //
+// Sequences of their own lengths (varlen, contiguous kv caches) run instances of their own, whose
+// tiles read their sequence's lengths and rows (kernels/sequence.cuh).
+//
 // An unsplit call without a causal mask whose last round of tiles would leave SMs idle runs
 // that round as a second, dependent launch of this kernel (TailPass): its tiles are cut into
 // pieces of key blocks spread over every SM (core/tail_split.h), and the last piece of each
@@ -36,11 +39,13 @@ namespace sm90 {
 // one that runs the main tiles; a kernel of its own, so the fold's registers cannot change how
 // ptxas compiles the main tiles (one kernel with both passes ran 8-15% slower on 192-row tiles,
 // d=128 with its wgmma serialized for registers).
-template <class Elem, int D, bool Causal, bool Split, class Tiles, bool TailPass = false>
+// Sequences: the instance for sequences of their own lengths (FwdKernelTraits::kSequences).
+template <class Elem, int D, bool Causal, bool Split, class Tiles, bool TailPass = false,
+          bool Sequences = false>
 __global__ void __launch_bounds__(Tiles::kThreads, 1)
     hopper_fwd_kernel(const __grid_constant__ HopperFwdParams hp) {
 #if FS_HAS_WGMMA
-  using Kt = FwdKernelTraits<Elem, D, Causal, Split, Tiles, TailPass>;
+  using Kt = FwdKernelTraits<Elem, D, Causal, Split, Tiles, TailPass, Sequences>;
   allow_dependent_launch();  // the split path's combine may now be scheduled
 
   extern __shared__ unsigned char smem_raw[];

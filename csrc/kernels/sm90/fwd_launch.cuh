@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/sm90/fwd_kernel.cuh"
 #include "kernels/sm90/fwd_launch.h"
@@ -12,24 +13,25 @@
 namespace flashsplit {
 namespace sm90 {
 
-template <int D, class Tiles>
+template <int D, class Tiles, bool Sequences>
 HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
   HopperFwdParams hp{};
   hp.p = params;
   hp.mainloop.q_map = make_head_tile_map("q", params.q, params.elem, D, params.sq, params.h, params.b,
                                 params.q_row_stride, params.q_head_stride, params.q_batch_stride,
                                 Tiles::kSlabCols, Tiles::kBlockM);
-  hp.mainloop.k_map = make_head_tile_map("k", params.k, params.elem, D, params.sk, params.hk, params.b,
+  hp.mainloop.k_map = make_head_tile_map("k", params.k, params.elem, D, params.sk, params.hk,
+                                params.kv_batches,
                                 params.k_row_stride, params.k_head_stride, params.k_batch_stride,
                                 Tiles::kSlabCols, Tiles::kBlockN);
   // v has its own head dim (Tiles::kHeadDimV slabs of it are loaded).
   hp.mainloop.v_map = make_head_tile_map("v", params.v, params.elem, params.dv, params.sk,
-                                         params.hk, params.b, params.v_row_stride,
+                                         params.hk, params.kv_batches, params.v_row_stride,
                                          params.v_head_stride, params.v_batch_stride,
                                          Tiles::kSlabCols, Tiles::kBlockN);
   // G = 1 stores the output with TMA, 16 rows (one consumer warp) per box; splits write fp32
-  // partials without a map.
-  if (params.num_splits <= 1 && Tiles::kStagedOutput) {
+  // partials without a map, and sequences copy their staged rows out (write_direct).
+  if (params.num_splits <= 1 && Tiles::kStagedOutput && !Sequences) {
     hp.epilogue.o_map = make_head_tile_map("out", params.out, params.elem, D, params.sq, params.h,
                                   params.b, params.o_row_stride, params.o_head_stride,
                                   params.o_batch_stride, 64, 16);
@@ -43,8 +45,8 @@ template <int D, class Tiles>
 void set_walk(HopperFwdParams& hp, const LaunchPlan& plan, gpuStream_t stream) {
   const AttnFwdParams& p = hp.p;
   SchedulerParams& sp = hp.scheduler;
-  const int m_blocks = ceil_div(p.sq, Tiles::kBlockM);
-  const long long tiles = static_cast<long long>(m_blocks) * p.num_splits * p.b * p.h;
+  const int m_blocks = ceil_div(p.max_seqlen_q, Tiles::kBlockM);
+  const long long tiles = static_cast<long long>(m_blocks) * p.num_splits * p.seqs * p.h;
   const long long main_tiles = plan.tail.active() ? plan.tail.main_tiles : tiles;
   const int blocks = static_cast<int>(plan.forward_grid.x);
   sp.by_grid = FastDivmod(blocks);
@@ -58,7 +60,7 @@ void set_walk(HopperFwdParams& hp, const LaunchPlan& plan, gpuStream_t stream) {
   if (sp.last_round_tiles > 0) {
     sp.last_round_shift = static_cast<int>(main_tiles / blocks % sp.last_round_tiles);
   }
-  sp.groups = make_tile_groups(p.num_splits * p.b * p.h, m_blocks, plan.tile_group);
+  sp.groups = make_tile_groups(p.num_splits * p.seqs * p.h, m_blocks, plan.tile_group);
   if (plan.tile_counter) {
     if (p.tile_counter == nullptr) {
       throw std::runtime_error("flashsplit: the plan draws tiles from a counter; none was given");
@@ -82,18 +84,19 @@ void set_walk(HopperFwdParams& hp, const LaunchPlan& plan, gpuStream_t stream) {
   }
 }
 
-template <class Elem, int D, bool Causal, bool Split, class Tiles>
+template <class Elem, int D, bool Causal, bool Split, class Tiles, bool Sequences = false>
 void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                     LaunchRecord* record) {
-  HopperFwdParams hp = make_hopper_params<D, Tiles>(params);
+  HopperFwdParams hp = make_hopper_params<D, Tiles, Sequences>(params);
   set_walk<D, Tiles>(hp, plan, stream);
   constexpr int kSmemBytes = shared_storage_bytes<Tiles>();
-  auto kernel = hopper_fwd_kernel<Elem, D, Causal, Split, Tiles>;
-  allow_dynamic_smem<hopper_fwd_kernel<Elem, D, Causal, Split, Tiles>>(kSmemBytes);
+  auto kernel = hopper_fwd_kernel<Elem, D, Causal, Split, Tiles, false, Sequences>;
+  allow_dynamic_smem<hopper_fwd_kernel<Elem, D, Causal, Split, Tiles, false, Sequences>>(
+      kSmemBytes);
   const unsigned blocks = static_cast<unsigned>(plan.forward_grid.x);
   kernel<<<blocks, Tiles::kThreads, kSmemBytes, stream>>>(hp);
   FS_LAUNCH_CHECK("hopper_fwd_kernel launch");
-  if constexpr (tail_split_applies(Causal, Split, Tiles::kBlockN)) {
+  if constexpr (!Sequences && tail_split_applies(Causal, Split, Tiles::kBlockN)) {
     if (hp.scheduler.tail.active()) {
       // The pieces, one block per chunk, each starting as an SM leaves the main kernel.
       auto tail_kernel = hopper_fwd_kernel<Elem, D, false, false, Tiles, true>;
@@ -120,16 +123,16 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
 }
 
 // Tile choices per causal mask and split.
-template <class Elem, int D, class Tiles>
+template <class Elem, int D, class Tiles, bool Sequences = false>
 void launch_tiles(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                   LaunchRecord* record) {
   const bool split = plan.num_splits > 1;
   if (params.causal) {
-    split ? launch_variant<Elem, D, true, true, Tiles>(params, plan, stream, record)
-          : launch_variant<Elem, D, true, false, Tiles>(params, plan, stream, record);
+    split ? launch_variant<Elem, D, true, true, Tiles, Sequences>(params, plan, stream, record)
+          : launch_variant<Elem, D, true, false, Tiles, Sequences>(params, plan, stream, record);
   } else {
-    split ? launch_variant<Elem, D, false, true, Tiles>(params, plan, stream, record)
-          : launch_variant<Elem, D, false, false, Tiles>(params, plan, stream, record);
+    split ? launch_variant<Elem, D, false, true, Tiles, Sequences>(params, plan, stream, record)
+          : launch_variant<Elem, D, false, false, Tiles, Sequences>(params, plan, stream, record);
   }
 }
 
@@ -154,11 +157,32 @@ using NarrowValueTiles =
 // the K/V ring, so it holds as many keys as three of 128.
 using WideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false, kHopperWideBlockN>;
 
+// Sequences of their own lengths run instances of their own (FwdKernelTraits::kSequences): the
+// 128-row ping-pong tiles of the head dim, and unsplit the 192-row ones.
+template <int D>
+using SequenceTiles = std::conditional_t<(D > 128), LargeHeadTiles<D>, PingPongTiles<D>>;
+
 template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                      LaunchRecord* record) {
   const int block_m = plan.tiles.block_m, block_n = plan.tiles.block_n;
-  if constexpr (D > 128) {
+  if (plan.sequences) {
+    if (!plan.paged && params.dv == D && block_m == SequenceTiles<D>::kBlockM &&
+        block_n == SequenceTiles<D>::kBlockN) {
+      return launch_tiles<Elem, D, SequenceTiles<D>, true>(params, plan, stream, record);
+    }
+    // Unsplit calls from d=128 down may take the 192-row tiles (their split forms spilled).
+    if constexpr (D <= 128) {
+      if (!plan.paged && block_m == kHopperTallRows && plan.num_splits == 1) {
+        if (params.causal) {
+          return launch_variant<Elem, D, true, false, TallTiles<D>, true>(params, plan, stream,
+                                                                         record);
+        }
+        return launch_variant<Elem, D, false, false, TallTiles<D>, true>(params, plan, stream,
+                                                                        record);
+      }
+    }
+  } else if constexpr (D > 128) {
     // 128-row ping-pong tiles only, over their own key blocks (hopper_large_head_block_n).
     if (block_m == kHopperBaseRows) {
       if constexpr (D == 192) {
@@ -189,7 +213,8 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
   }
   throw std::logic_error("flashsplit: no Hopper tile of " + std::to_string(block_m) + " rows x " +
                          std::to_string(block_n) + " keys at d=" + std::to_string(D) +
-                         " with v's " + std::to_string(params.dv));
+                         " with v's " + std::to_string(params.dv) +
+                         (plan.sequences ? (plan.paged ? " for paged k/v" : " for sequences") : ""));
 }
 
 }  // namespace sm90

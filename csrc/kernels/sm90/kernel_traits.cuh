@@ -85,9 +85,15 @@ struct HopperTiles {
 // one that runs the main tiles; a kernel of its own, so the fold's registers cannot change how
 // ptxas compiles the main tiles (one kernel with both passes ran 8-15% slower on 192-row tiles,
 // d=128 with its wgmma serialized for registers).
-template <class Elem_, int D, bool Causal, bool Split, class Tiles_, bool TailPass>
+// Sequences: the calls whose sequences have lengths of their own (varlen, contiguous kv cache;
+// kernels/sequence.cuh): each tile reads its sequence's lengths and rows, loads its last key
+// block through a box that ends at the sequence's last key (key_box_start) and stores no row
+// past its sequence's last. The dense instances are compiled without it.
+template <class Elem_, int D, bool Causal, bool Split, class Tiles_, bool TailPass,
+          bool Sequences = false>
 struct FwdKernelTraits {
   static_assert(!TailPass || (!Causal && !Split), "tail splits are for unsplit unmasked calls");
+  static_assert(!Sequences || !TailPass, "sequences run without a tail split");
   using Elem = Elem_;
   using Tiles = Tiles_;
   static constexpr int kHeadDim = D;
@@ -95,6 +101,9 @@ struct FwdKernelTraits {
   static constexpr bool kCausal = Causal;
   static constexpr bool kSplit = Split;
   static constexpr bool kTailPass = TailPass;
+  static constexpr bool kSequences = Sequences;
+  // The output staged in shared memory and stored with TMA (FwdEpilogue::write_direct).
+  static constexpr bool kStagedOutput = Tiles::kStagedOutput;
   static constexpr int kBlockM = Tiles::kBlockM;
   static constexpr int kBlockN = Tiles::kBlockN;
   static constexpr int kStages = Tiles::kStages;

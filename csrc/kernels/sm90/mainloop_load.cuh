@@ -53,16 +53,20 @@ struct FwdProducer {
   __device__ __forceinline__ void load_key_block(const WorkTile& t, int n) {
     unsigned char* k_dst = smem.k() + ring.stage * Tiles::kTileBytesKV;
     unsigned char* v_dst = smem.v() + ring.stage * Tiles::kTileBytesV;
+    // The box's first key row (key_box_start for a sequence) and the batch of k and v.
+    const int row =
+        Kt::kSequences ? t.seq.key0 + key_box_start(n, kBlockN, t.seq.sk) : n * kBlockN;
+    const int batch = Kt::kSequences ? t.seq.kv_batch : t.batch;
     mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
     mbar_arrive_expect_tx(&smem.k_full()[ring.stage], Tiles::kTileBytesKV);
     for (int slab = 0; slab < Tiles::kSlabs; ++slab)
       tma_load_4d(k_dst + slab * Tiles::kSlabBytesKV, &mp.k_map, &smem.k_full()[ring.stage],
-                  slab * Tiles::kSlabCols, n * kBlockN, t.kv_head, t.batch, kv_policy());
+                  slab * Tiles::kSlabCols, row, t.kv_head, batch, kv_policy());
     mbar_wait(&smem.v_empty()[ring.stage], ring.phase ^ 1);
     mbar_arrive_expect_tx(&smem.v_full()[ring.stage], Tiles::kTileBytesV);
     for (int slab = 0; slab < Tiles::kSlabsV; ++slab)
       tma_load_4d(v_dst + slab * Tiles::kSlabBytesKV, &mp.v_map, &smem.v_full()[ring.stage],
-                  slab * Tiles::kSlabCols, n * kBlockN, t.kv_head, t.batch, kv_policy());
+                  slab * Tiles::kSlabCols, row, t.kv_head, batch, kv_policy());
     ring.advance();
   }
 
@@ -74,9 +78,13 @@ struct FwdProducer {
     const int qb = ring_slot<Tiles::kQStages>(q_round);
     mbar_wait(&smem.q_empty()[qb], ring_parity<Tiles::kQStages>(q_round) ^ 1);
     mbar_arrive_expect_tx(&smem.q_full()[qb], Tiles::kTileBytesQ);
+    // Q's first row and batch: a sequence's rows start at row0 of its batch.
+    const int row = Kt::kSequences ? t.seq.row0 + t.m0 : t.m0;
+    const int batch = Kt::kSequences ? t.seq.batch : t.batch;
     for (int slab = 0; slab < Tiles::kSlabs; ++slab)
       tma_load_4d(smem.q() + qb * Tiles::kTileBytesQ + slab * Tiles::kSlabBytesQ, &mp.q_map,
-                  &smem.q_full()[qb], slab * Tiles::kSlabCols, t.m0, t.head, t.batch, l2_evict_first_policy());
+                  &smem.q_full()[qb], slab * Tiles::kSlabCols, row, t.head, batch,
+                  l2_evict_first_policy());
     ++q_round;
     for (int n = Kt::kForwardWalk ? t.range.begin : t.range.end - 1;
          Kt::kForwardWalk ? n < t.range.end : n >= t.range.begin; n += Kt::kWalkStep)

@@ -127,9 +127,11 @@ struct FwdConsumer {
   __device__ __forceinline__ FinishedRows finished_rows(int slot) const {
     return FinishedRows{tile.m0,
                         row0,
-                        tile.batch,
+                        sched.q_batch_of(tile),
                         tile.head,
                         tile.split,
+                        sched.sq_of(tile),
+                        sched.q_row_of(tile),
                         {softmax.row_max[0], softmax.row_max[1]},
                         {softmax.row_sum[0], softmax.row_sum[1]},
                         slot};
@@ -152,9 +154,9 @@ struct FwdConsumer {
       }
       if (tile.has_work()) break;
       if (Kt::kTailPass) continue;
-      epilogue.write(FinishedRows{tile.m0, tile.m0 + row_in_tile(next_slice()), tile.batch,
-                                  tile.head, tile.split, {-INFINITY, -INFINITY}, {0.f, 0.f},
-                                  slot},
+      epilogue.write(FinishedRows{tile.m0, tile.m0 + row_in_tile(next_slice()),
+                                  sched.q_batch_of(tile), tile.head, tile.split, sched.sq_of(tile),
+                                  sched.q_row_of(tile), {-INFINITY, -INFINITY}, {0.f, 0.f}, slot},
                      true, o);
     }
     return slot;
@@ -185,7 +187,8 @@ struct FwdConsumer {
   // Scores of key block n as the softmax reads them (mask.cuh). Rotating consumers know their
   // slice's first row; the ping-pong kernels keep the tile's.
   __device__ __forceinline__ void prepare_scores(int n) {
-    mask.apply(s, n, Kt::kRotate ? row0 - th.slice_row : tile.m0, row0);
+    mask.apply(s, n, Kt::kRotate ? row0 - th.slice_row : tile.m0, row0, sched.sq_of(tile),
+               sched.sk_of(tile));
   }
   // ... then softmax, leaving P in s.
   __device__ __forceinline__ void block_scored(int n) {
@@ -213,15 +216,14 @@ struct FwdConsumer {
   // compiler sees a bound the same in every lane of the warp and keeps the loops free of
   // divergence handling: measured 4-10% slower without.)
   __device__ __forceinline__ int visible_end_block() const {
-    const AttnFwdParams& p = sched.p;
+    const int sq = sched.sq_of(tile), sk = sched.sk_of(tile);
     const int first_row = Kt::kRotate ? row0 - th.slice_row : tile.m0 + th.consumer * 64;
     return __shfl_sync(
         0xffffffffu,
-        first_row >= p.sq
-            ? tile.range.begin
-            : max(tile.range.begin,
-                  min(tile.range.end, visible_key_blocks(min(first_row + 64, p.sq), p.sq, p.sk,
-                                                         kBlockN, Kt::kCausal))),
+        first_row >= sq ? tile.range.begin
+                        : max(tile.range.begin,
+                              min(tile.range.end, visible_key_blocks(min(first_row + 64, sq), sq,
+                                                                     sk, kBlockN, Kt::kCausal))),
         0);
   }
   // A block this consumer's rows cannot see: freed once it has landed.

@@ -16,28 +16,32 @@ template <class Kt>
 struct ScoreMask {
   static constexpr int kBlockN = Kt::kBlockN;
 
-  const AttnFwdParams& p;
   const bool negate;  // the scale is negative: the softmax takes -S at |scale|
   const int quad_col;
 
   __device__ __forceinline__ ScoreMask(const AttnFwdParams& params, int lane_quad_col)
-      : p(params), negate(params.softmax_scale < 0.f), quad_col(lane_quad_col) {}
+      : negate(params.softmax_scale < 0.f), quad_col(lane_quad_col) {}
 
-  // Key block n's scores, of rows row0 and row0 + 8 of rows from first_row on: masked only on
-  // blocks that hold a key some of those rows may not see (keys past sk, the causal diagonal).
-  __device__ __forceinline__ void apply(float (&s)[kBlockN / 2], int n, int first_row,
-                                        int row0) const {
+  // Key block n's scores, of rows row0 and row0 + 8 of rows from first_row on, for a sequence
+  // of sq queries and sk keys: masked only on blocks that hold a key some of those rows may not
+  // see (keys past sk, the causal diagonal). A sequence's last block cut short was loaded
+  // through a box ending at its last key (key_box_start): its columns are keys from the box's
+  // first on, and those before the block's own first key (earlier blocks') are masked too.
+  __device__ __forceinline__ void apply(float (&s)[kBlockN / 2], int n, int first_row, int row0,
+                                        int sq, int sk) const {
     if (negate) {
 #pragma unroll
       for (int i = 0; i < kBlockN / 2; ++i) s[i] = -s[i];
     }
     const int n0 = n * kBlockN;
-    if (block_needs_mask(n0, kBlockN, first_row, p.sq, p.sk, Kt::kCausal)) {
+    if (block_needs_mask(n0, kBlockN, first_row, sq, sk, Kt::kCausal)) {
+      const int box0 = Kt::kSequences ? key_box_start(n, kBlockN, sk) : n0;
 #pragma unroll
       for (int i = 0; i < kBlockN / 2; ++i) {
-        const int key = n0 + (i / 4) * 8 + quad_col * 2 + (i % 2);
+        const int key = box0 + (i / 4) * 8 + quad_col * 2 + (i % 2);
         const int query = row0 + ((i / 2) % 2) * 8;
-        if (key > last_visible_key(query, p.sq, p.sk, Kt::kCausal)) s[i] = -INFINITY;
+        if (key > last_visible_key(query, sq, sk, Kt::kCausal) || (Kt::kSequences && key < n0))
+          s[i] = -INFINITY;
       }
     }
   }

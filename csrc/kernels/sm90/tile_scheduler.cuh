@@ -17,6 +17,7 @@
 #include "core/key_blocks.h"
 #include "core/tail_split.h"
 #include "core/tile_order.h"
+#include "kernels/sequence.cuh"
 #include "kernels/sm90/fwd_params.cuh"
 #include "kernels/sm90/hopper_primitives.cuh"
 #include "kernels/sm90/kernel_traits.cuh"
@@ -28,9 +29,11 @@ namespace sm90 {
 // One tile of the walk, or, in the tail kernel, one piece of a tail tile (its key blocks; which
 // part of the tile it is follows from the slot: TileScheduler::piece).
 struct WorkTile {
-  int m0;  // first query row; the tile's rows are [m0, m0 + block_m) below sq
-  int split, batch, head, kv_head;
+  int m0;  // first query row; the tile's rows are [m0, m0 + block_m) below its sequence's sq
+  int split, batch, head, kv_head;  // batch: the sequence
   KeyBlockRange range;  // the key blocks it walks; empty where there are none
+  // Its sequence's lengths and rows (kSequences only; the dense kernels read the call's).
+  Sequence seq;
   __device__ __forceinline__ bool has_work() const { return range.begin < range.end; }
 };
 
@@ -61,8 +64,9 @@ struct TileScheduler {
   __device__ __forceinline__ explicit TileScheduler(const HopperFwdParams& hp)
       : sp(hp.scheduler), p(hp.p) {
     const TailSplit& tail = sp.tail;
-    m_blocks = (p.sq + kBlockM - 1) / kBlockM;
-    total_tiles = m_blocks * p.num_splits * p.b * p.h;
+    // Query tiles per head: of the longest sequence (a dense call's sq), for every sequence.
+    m_blocks = (p.max_seqlen_q + kBlockM - 1) / kBlockM;
+    total_tiles = m_blocks * p.num_splits * p.seqs * p.h;
     first_slot = Kt::kTailPass ? tail.main_tiles + blockIdx.x : blockIdx.x;
     end_slot = Kt::kTailPass ? tail.main_tiles + 2 * tail.sm_count
                              : (tail.active() ? tail.main_tiles : total_tiles);
@@ -104,6 +108,23 @@ struct TileScheduler {
   __device__ __forceinline__ TailPiece piece(int slot) const {
     return tail_piece_of_slot(sp.tail, slot);
   }
+
+  // ---- Where tile t's sequence lives: its queries and keys, and the batch and first row of q
+  // and out that hold them (the producer reads its k/v rows from t.seq). Dense kernels read the
+  // call's, sequence = batch.
+  __device__ __forceinline__ int sq_of(const WorkTile& t) const {
+    return Kt::kSequences ? t.seq.sq : p.sq;
+  }
+  __device__ __forceinline__ int sk_of(const WorkTile& t) const {
+    return Kt::kSequences ? t.seq.sk : p.sk;
+  }
+  __device__ __forceinline__ int q_batch_of(const WorkTile& t) const {
+    return Kt::kSequences ? t.seq.batch : t.batch;
+  }
+  __device__ __forceinline__ int q_row_of(const WorkTile& t) const {
+    return Kt::kSequences ? t.seq.row0 : 0;
+  }
+
   // The dynamic walk's next tile index, drawn by the producer once the current tile's loads are
   // issued (the first gridDim.x tiles are the blocks' first, without a draw).
   __device__ __forceinline__ int draw_from_counter() const {
@@ -133,8 +154,13 @@ struct TileScheduler {
     w.head = sp.by_heads.mod(bh, w.batch);
     w.kv_head = sp.by_group.div(w.head);
     w.m0 = m_block * kBlockM;
-    const int last_query = min(w.m0 + kBlockM - 1, p.sq - 1);
-    const int n_visible = visible_key_blocks(last_query + 1, p.sq, p.sk, kBlockN, kCausal);
+    if constexpr (Kt::kSequences) w.seq = sequence_of<KvLayout::kSequences>(p, w.batch);
+    const int sq = sq_of(w), sk = sk_of(w);
+    // A query tile past its sequence's end has no rows, and so no key blocks to walk.
+    const int last_query = min(w.m0 + kBlockM - 1, sq - 1);
+    const int n_visible = Kt::kSequences && w.m0 >= sq
+                              ? 0
+                              : visible_key_blocks(last_query + 1, sq, sk, kBlockN, kCausal);
     w.range = Kt::kSplit ? split_key_blocks(n_visible, p.num_splits, w.split)
                          : KeyBlockRange{0, n_visible};
   }

@@ -2,7 +2,8 @@
 // A dense call's sequence i is batch i with the call's sq and sk; a varlen call packs its
 // sequences' rows one after another (cu_seqlens); a kv-cache call takes each sequence's key
 // count from seqused_k, its k/v batch from kv_batch_idx and its keys from pages where a block
-// table is given (kernels/attn_params.h). Read once per thread block, before the key walk.
+// table is given (kernels/attn_params.h). The portable kernels read it once per thread block,
+// the Hopper kernels once per tile (sm90/tile_scheduler.cuh).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,6 @@
 #include "kernels/platform.h"
 
 namespace flashsplit {
-namespace portable {
 
 // What a kernel instance reads of a call's sequences: nothing (dense: sequence i is batch i),
 // their lengths and k/v batches (varlen, kv cache), or those and their pages (paged k/v).
@@ -72,5 +72,4 @@ __device__ __forceinline__ const Elem* sequence_keys(const void* base, int64_t b
   return head + s.kv_batch * batch_stride + static_cast<int64_t>(s.key0) * row_stride;
 }
 
-}  // namespace portable
 }  // namespace flashsplit
