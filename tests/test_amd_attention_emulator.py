@@ -296,10 +296,10 @@ def producer_launch(case, kernels, order):
     elem = "__hip_bfloat16" if case.dtype == "bf16" else "__half"
     narrow = "true" if case.plan["details"]["block_m"] == 16 else "false"
     split = "true" if case.plan["num_splits"] > 1 else "false"
-    layout = getattr(case, "kv_layout", 0)  # portable::KvLayout: 0 dense, 1 sequences
+    layout = getattr(case, "kv_layout", 0)  # KvLayout: 0 dense, 1 sequences
     symbol = symbol_of(names, f"gfx9::Policy<{elem}, {case.d}, {narrow}>, "
                               f"{str(case.causal).lower()}, {split}, "
-                              f"(flashsplit::portable::KvLayout){layout}>")
+                              f"(flashsplit::KvLayout){layout}>")
     return emu.Launch(code_object, symbol, grid=case.plan["details"]["forward_grid"],
                       block=(meta[symbol]["max_flat_workgroup_size"], 1, 1),
                       args=[case.params()], buffers=case.buffers(), order=order, poison=True)
