@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from test_gpu_common import (  # noqa: F401 (skips off GPU)
-    DTYPE_IDS, DTYPES, requires_hopper, requires_native)
+    DTYPE_IDS, DTYPES, PORTABLE, requires_hopper, requires_native)
 
 import flashsplit  # noqa: E402
 from flashsplit import _native  # noqa: E402
@@ -207,7 +207,9 @@ def test_varlen_prefill_runs_the_hopper_kernels(dtype, d, causal, heads):
     for num_splits in SPLITS:
         decision = _varlen_decision(q, k_nan, v_nan, cu_q, cu_k, q_lens, k_lens, causal,
                                     num_splits)
-        assert decision["kernel"] == "hopper_wgmma", decision
+        # Split causal calls at d=192 and 256 have no Hopper instance (they spilled).
+        hopper = not (causal and d > 128 and decision["num_splits"] > 1)
+        assert decision["kernel"] == ("hopper_wgmma" if hopper else PORTABLE), decision
         out, lse = _varlen(q, k_nan, v_nan, cu_q, cu_k, q_lens, k_lens, causal=causal,
                            num_splits=num_splits)
         assert_varlen_matches(out, lse, q, k, v, q_lens, k_lens,

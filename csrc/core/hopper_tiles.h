@@ -163,6 +163,13 @@ constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bo
   return TileConfig{block_m, block_n, 4 + block_m / 16, 1, 1, false};
 }
 
+// Whether the Hopper kernels have split instances for sequences of their own lengths: not
+// with the mask at d=192 and 256, whose consumers spilled (their split calls run on the
+// portable kernels).
+constexpr bool hopper_sequence_splits_built(int head_dim, bool causal) {
+  return !(causal && head_dim > 128);
+}
+
 // The Hopper kernel does not pack heads, so it wastes rows where the portable kernel would fill
 // its tile with a GQA group: it serves a call only when each head brings at least half a tile
 // of query rows (or there is no group to pack) and the call is not a narrow-tile decode.

@@ -134,12 +134,21 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   LaunchPlan plan;
   plan.gate = check_native(p, device, build, options.gate);
   if (!plan.gate.ok) return plan;
-  const KernelFamily family = plan.gate.family;
   // Any request beyond the key-block count is clamped anyway; cap before narrowing to int.
   const int wanted = static_cast<int>(std::min<long long>(std::max(requested, 0LL), 1 << 20));
-  const SplitHeuristicConstants constants = constants_for(family, device);
-  plan.num_splits = resolve_splits_for(family, p, device, wanted,
-                                       p.page_size > 0 ? paged_constants(constants) : constants);
+  const auto splits_on = [&](KernelFamily family) {
+    const SplitHeuristicConstants constants = constants_for(family, device);
+    return resolve_splits_for(family, p, device, wanted,
+                              p.page_size > 0 ? paged_constants(constants) : constants);
+  };
+  plan.num_splits = splits_on(plan.gate.family);
+  // Split sequence calls the Hopper kernels have no instance for run on the portable ones.
+  if (plan.gate.family == KernelFamily::kHopperWgmma && p.per_sequence &&
+      plan.num_splits > 1 && !hopper_sequence_splits_built(static_cast<int>(p.d), p.causal)) {
+    plan.gate.family = KernelFamily::kPortableMma;
+    plan.num_splits = splits_on(plan.gate.family);
+  }
+  const KernelFamily family = plan.gate.family;
   plan.tiles = tiles_for_run(family, p, device.sm_count, plan.num_splits);
   plan.sequences = p.per_sequence || p.page_size > 0;
   plan.paged = p.page_size > 0;

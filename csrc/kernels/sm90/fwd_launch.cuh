@@ -169,7 +169,17 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
   if (plan.sequences) {
     if (!plan.paged && params.dv == D && block_m == SequenceTiles<D>::kBlockM &&
         block_n == SequenceTiles<D>::kBlockN) {
-      return launch_tiles<Elem, D, SequenceTiles<D>, true>(params, plan, stream, record);
+      using Tiles = SequenceTiles<D>;
+      if constexpr (hopper_sequence_splits_built(D, true)) {
+        return launch_tiles<Elem, D, Tiles, true>(params, plan, stream, record);
+      } else if (plan.num_splits == 1) {
+        return params.causal
+                   ? launch_variant<Elem, D, true, false, Tiles, true>(params, plan, stream, record)
+                   : launch_variant<Elem, D, false, false, Tiles, true>(params, plan, stream,
+                                                                        record);
+      } else if (!params.causal) {
+        return launch_variant<Elem, D, false, true, Tiles, true>(params, plan, stream, record);
+      }
     }
     // Unsplit calls from d=128 down may take the 192-row tiles (their split forms spilled).
     if constexpr (D <= 128) {
