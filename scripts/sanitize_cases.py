@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Small flashsplit forward calls for compute-sanitizer (run by scripts/sanitize.sh).
 
-Each case is tiny (sanitizers slow kernels down 10-100x) but chosen to reach the edges:
-both dtypes, every head dim (and v's 128 beside 192), causal with rows that see no key, odd lengths that end
-mid-tile, the plain kernel (G = 1), forced and heuristic splits (producers + combine), GQA/MQA,
-strided inputs and varlen batches (b sequences of sq - 13 i queries and sk - 29 i keys). Every case also checks its output against an fp32 reference, so a case
-that "passes" the sanitizer while computing garbage still fails.
+Each case is tiny (sanitizers slow kernels down 10-100x) but chosen to reach the edges: both
+dtypes, every head dim (and v's 128 beside 192), causal with rows that see no key, odd lengths
+that end mid-tile, the plain kernel (G = 1), forced and heuristic splits (producers + combine),
+GQA/MQA, strided inputs and varlen batches (b sequences of sq - 13 i queries and sk - 29 i
+keys). Every case also checks its output against an fp32 reference, so a case that "passes"
+the sanitizer while computing garbage still fails.
 
     python scripts/sanitize_cases.py               # the memcheck set
     python scripts/sanitize_cases.py --set race    # one small split case for racecheck
@@ -192,6 +193,21 @@ def make_inputs(torch, case):
             torch.randn(*shape_v, device="cuda", dtype=dtype, generator=gen))
 
 
+def wrong_tiles(case, decision):
+    """Why a call on the Hopper kernels missed the tile height its case is for (None if not)."""
+    ran = decision["details"]["block_m"]
+    if case.block_m and decision["kernel"] == "hopper_wgmma" and ran != case.block_m:
+        return f"ran {ran}-row tiles, the case is for {case.block_m}"
+    return None
+
+
+def verdict(detail, err, lse_err):
+    """(ok, detail) of a case's largest errors against the reference. Loose on purpose (the
+    accuracy tests are elsewhere): catches garbage, not rounding."""
+    ok = err < 3e-2 and lse_err < 1e-2 and math.isfinite(err)
+    return ok, f"{detail} max|out-ref|={err:.2e} max|lse-ref|={lse_err:.2e}"
+
+
 def varlen_lengths(case):
     """The queries and keys of a varlen case's sequences."""
     return ([max(0, case.sq - 13 * i) for i in range(case.b)],
@@ -201,6 +217,7 @@ def varlen_lengths(case):
 def run_varlen_case(torch, flashsplit, naive_attention, case, check):
     from flashsplit import _native
     from flashsplit.sequences import Sequences
+    from sequence_cases import cu_seqlens
     q_lens, k_lens = varlen_lengths(case)
     dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
     gen = torch.Generator(device="cuda")
@@ -208,8 +225,7 @@ def run_varlen_case(torch, flashsplit, naive_attention, case, check):
     q = torch.randn(sum(q_lens), case.h, case.d, device="cuda", dtype=dtype, generator=gen)
     k, v = (torch.randn(sum(k_lens), case.hk, case.d, device="cuda", dtype=dtype, generator=gen)
             for _ in range(2))
-    cu_q, cu_k = (torch.tensor([0] + [sum(lens[:i + 1]) for i in range(len(lens))],
-                               dtype=torch.int32, device="cuda") for lens in (q_lens, k_lens))
+    cu_q, cu_k = cu_seqlens(q_lens, "cuda"), cu_seqlens(k_lens, "cuda")
     decision = _native.sequence_gate_decision(
         q[None], k[None], v[None], Sequences(cu_q, cu_k, max_seqlen_q=max(q_lens),
                                              max_seqlen_k=max(k_lens)),
@@ -220,9 +236,8 @@ def run_varlen_case(torch, flashsplit, naive_attention, case, check):
     torch.cuda.synchronize()
     detail = (f"{decision['kernel']} G={decision['num_splits']} "
               f"block_m={decision['details']['block_m']}")
-    if case.block_m and decision["kernel"] == "hopper_wgmma" and \
-            decision["details"]["block_m"] != case.block_m:
-        return False, f"{detail}: the case is for {case.block_m}-row tiles"
+    if wrong_tiles(case, decision):
+        return False, f"{detail}: {wrong_tiles(case, decision)}"
     if torch.isnan(out).any() or torch.isnan(lse).any():
         return False, detail + ": NaN in the output"
     if not check:
@@ -237,8 +252,7 @@ def run_varlen_case(torch, flashsplit, naive_attention, case, check):
         lse_err = max(lse_err, (lse[:, q0 + n_empty:q0 + nq] - ref_lse[0, :, n_empty:])
                       .abs().max().item())
         q0, k0 = q0 + nq, k0 + nk
-    ok = err < 3e-2 and lse_err < 1e-2 and math.isfinite(err)
-    return ok, f"{detail} max|out-ref|={err:.2e} max|lse-ref|={lse_err:.2e}"
+    return verdict(detail, err, lse_err)
 
 
 def run_case(torch, flashsplit, naive_attention, case, check):
@@ -252,9 +266,8 @@ def run_case(torch, flashsplit, naive_attention, case, check):
                                              num_splits=case.num_splits, return_attn_probs=True)
     torch.cuda.synchronize()
     detail = f"{decision['kernel']} G={decision['num_splits']} tail={decision['details']['tail_tiles']}"
-    if case.block_m and decision["kernel"] == "hopper_wgmma" and \
-            decision["details"]["block_m"] != case.block_m:
-        return False, f"{detail}: ran {decision['details']['block_m']}-row tiles, the case is for {case.block_m}"
+    if wrong_tiles(case, decision):
+        return False, f"{detail}: {wrong_tiles(case, decision)}"
     if "tail-split" in case.name and decision["kernel"] == "hopper_wgmma" and \
             decision["details"]["tail_tiles"] == 0:
         return False, f"{detail}: ran whole tiles, the case is for the tail split"
@@ -270,9 +283,7 @@ def run_case(torch, flashsplit, naive_attention, case, check):
     ref, ref_lse = naive_attention(q.float(), k.float(), v.float(), causal=case.causal)
     err = (seen.float() - ref[:, n_empty:]).abs().max().item()
     lse_err = (lse[:, :, n_empty:] - ref_lse[:, :, n_empty:]).abs().max().item()
-    # Loose on purpose (the accuracy tests are elsewhere): catches garbage, not rounding.
-    ok = err < 3e-2 and lse_err < 1e-2 and math.isfinite(err)
-    return ok, f"{detail} max|out-ref|={err:.2e} max|lse-ref|={lse_err:.2e}"
+    return verdict(detail, err, lse_err)
 
 
 def main(argv=None):

@@ -136,6 +136,17 @@ void launch_tiles(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream
   }
 }
 
+// Tiles whose instances exist only unsplit: the mask picks the variant.
+template <class Elem, int D, class Tiles, bool Sequences = false>
+void launch_unsplit(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
+                    LaunchRecord* record) {
+  if (params.causal) {
+    launch_variant<Elem, D, true, false, Tiles, Sequences>(params, plan, stream, record);
+  } else {
+    launch_variant<Elem, D, false, false, Tiles, Sequences>(params, plan, stream, record);
+  }
+}
+
 // 192 rows: three consumers issuing in turn on their own (ping-pong is written for two); two Q
 // buffers at d=64, one at d=128 (two do not fit beside the K/V stages and the output staging).
 template <int D>
@@ -173,10 +184,7 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
       if constexpr (hopper_sequence_splits_built(D, true)) {
         return launch_tiles<Elem, D, Tiles, true>(params, plan, stream, record);
       } else if (plan.num_splits == 1) {
-        return params.causal
-                   ? launch_variant<Elem, D, true, false, Tiles, true>(params, plan, stream, record)
-                   : launch_variant<Elem, D, false, false, Tiles, true>(params, plan, stream,
-                                                                        record);
+        return launch_unsplit<Elem, D, Tiles, true>(params, plan, stream, record);
       } else if (!params.causal) {
         return launch_variant<Elem, D, false, true, Tiles, true>(params, plan, stream, record);
       }
@@ -184,12 +192,7 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
     // Unsplit calls from d=128 down may take the 192-row tiles (their split forms spilled).
     if constexpr (D <= 128) {
       if (!plan.paged && block_m == kHopperTallRows && plan.num_splits == 1) {
-        if (params.causal) {
-          return launch_variant<Elem, D, true, false, TallTiles<D>, true>(params, plan, stream,
-                                                                         record);
-        }
-        return launch_variant<Elem, D, false, false, TallTiles<D>, true>(params, plan, stream,
-                                                                        record);
+        return launch_unsplit<Elem, D, TallTiles<D>, true>(params, plan, stream, record);
       }
     }
   } else if constexpr (D > 128) {
@@ -215,8 +218,7 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
           if (plan.num_splits != 1) {
             throw std::logic_error("flashsplit: wide Hopper tiles are for unsplit calls");
           }
-          if (params.causal) return launch_variant<Elem, D, true, false, WideTiles>(params, plan, stream, record);
-          return launch_variant<Elem, D, false, false, WideTiles>(params, plan, stream, record);
+          return launch_unsplit<Elem, D, WideTiles>(params, plan, stream, record);
         }
         break;
     }
@@ -224,7 +226,7 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
   throw std::logic_error("flashsplit: no Hopper tile of " + std::to_string(block_m) + " rows x " +
                          std::to_string(block_n) + " keys at d=" + std::to_string(D) +
                          " with v's " + std::to_string(params.dv) +
-                         (plan.sequences ? (plan.paged ? " for paged k/v" : " for sequences") : ""));
+                         (plan.paged ? " for paged k/v" : plan.sequences ? " for sequences" : ""));
 }
 
 }  // namespace sm90

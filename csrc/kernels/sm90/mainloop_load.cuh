@@ -53,7 +53,9 @@ struct FwdProducer {
   __device__ __forceinline__ void load_key_block(const WorkTile& t, int n) {
     unsigned char* k_dst = smem.k() + ring.stage * Tiles::kTileBytesKV;
     unsigned char* v_dst = smem.v() + ring.stage * Tiles::kTileBytesV;
-    // The box's first key row (key_box_start for a sequence) and the batch of k and v.
+    // The box's first key row (key_box_start for a sequence) and the batch of k and v. Here and
+    // for Q below, written out rather than through the scheduler's accessors (q_row_of, ...):
+    // through them ptxas left the 32-register producer of the 192-row kernels a register short.
     const int row =
         Kt::kSequences ? t.seq.key0 + key_box_start(n, kBlockN, t.seq.sk) : n * kBlockN;
     const int batch = Kt::kSequences ? t.seq.kv_batch : t.batch;
