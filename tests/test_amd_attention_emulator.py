@@ -139,10 +139,11 @@ class Case:
         return compare(out[..., :self.d], lse, self.ref, self.ref_lse, self.lowp, padding_kept)
 
 
-def params_of(case, seqs, index=None, max_seqlen_q=None):
+def params_of(case, seqs, index=None, max_seqlen_q=None, **fields):
     """AttnFwdParams for a case's q, k, v bits (batch, rows, heads, d + pad), as the torch layer
-    fills them: `seqs` sequences of at most `max_seqlen_q` queries (default: q's rows), and
-    `index` the sequence index buffers the kernel reads."""
+    fills them: `seqs` sequences of at most `max_seqlen_q` queries (default: q's rows),
+    `index` the sequence index buffers the kernel reads, and `fields` any other values (a
+    paged call's block_table_stride and page_size)."""
     bq, rows_q, h, pad = case.q_bits.shape
     _, rows_k, hk, _ = case.k_bits.shape
     pointers = {"q": "q", "k": "k", "v": "v", "out": "out", "lse": "lse", "o_accum": "o_accum",
@@ -159,7 +160,7 @@ def params_of(case, seqs, index=None, max_seqlen_q=None):
          "v_batch_stride": rows_k * hk * pad, "v_row_stride": hk * pad, "v_head_stride": pad,
          "o_batch_stride": rows_q * h * pad, "o_row_stride": h * pad, "o_head_stride": pad,
          "softmax_scale": case.scale, "causal": int(case.causal),
-         "num_splits": case.plan["num_splits"]},
+         "num_splits": case.plan["num_splits"], **fields},
         pointers)
 
 
@@ -207,7 +208,7 @@ class SequenceCase:
 
     kv_layout = 1
 
-    def __init__(self, target, dtype, d, varlen, causal, split, seed):
+    def __init__(self, target, dtype, d, varlen, causal, split, seed, queries=1):
         self.target, self.dtype, self.d, self.causal = target, dtype, d, causal
         self.varlen = varlen
         rng = np.random.default_rng(seed)
@@ -216,14 +217,15 @@ class SequenceCase:
             self.q_lens, self.k_lens, h, hk = [37, 0, 70], [91, 13, 60], 4, 2
             self.rows_q, self.rows_k = sum(self.q_lens), sum(self.k_lens)
             q_shape, k_shape = (1, self.rows_q, h, d + pad), (1, self.rows_k, hk, d + pad)
-        else:  # decode from a cache: rows 3 and 0 of a 4-row cache of 200 keys
-            self.q_lens, self.k_lens, h, hk = [1, 1], [157, 60], 8, 2
+        else:  # decode (or a chunk of queries) from a cache: rows 3 and 0 of 4 rows of 200 keys
+            self.q_lens, self.k_lens, h, hk = [queries] * 2, [157, 60], 8, 2
             self.kv_batch, self.rows_k = [3, 0], 200
-            q_shape, k_shape = (2, 1, h, d + pad), (4, self.rows_k, hk, d + pad)
+            q_shape, k_shape = (2, queries, h, d + pad), (4, self.rows_k, hk, d + pad)
         self.shape = (len(self.q_lens), h, hk, max(self.q_lens), max(self.k_lens))
         self.plan = plan_for(target, *self.shape, d, causal, 3 if split else 1)
         self.narrow = self.plan["details"]["block_m"] == 16
-        assert (self.plan["num_splits"] > 1) == split and self.narrow == (not varlen), self.plan
+        assert (self.plan["num_splits"] > 1) == split, self.plan
+        assert self.narrow == (not varlen and queries == 1), self.plan
         self.q_bits, self.k_bits, self.v_bits = (
             to_bits(rng.standard_normal(shape), dtype) for shape in (q_shape, k_shape, k_shape))
         self.scale = d ** -0.5
@@ -251,6 +253,45 @@ class SequenceCase:
     def params(self):
         return params_of(self, seqs=len(self.q_lens), index=self.index,
                          max_seqlen_q=max(self.q_lens))
+
+
+class PagedCase(SequenceCase):
+    """The cache form of SequenceCase on a paged cache (KvLayout::kPaged): each sequence's keys
+    lie in pages of page_size keys, picked at random from a pool by its row of the block table.
+    The rows of a last page past the sequence's keys, the pool's pages no sequence uses and the
+    table's entries past a sequence's pages (they name an unused page) hold NaN."""
+
+    kv_layout = 2
+    NAN16 = {"bf16": 0x7FC0, "fp16": 0x7E00}
+
+    def __init__(self, target, dtype, d, page_size, queries, causal, split, seed):
+        super().__init__(target, dtype, d, False, causal, split, seed, queries=queries)
+        rng = np.random.default_rng(seed + 1)
+        self.page_size = page_size
+        counts = [-(-nk // page_size) for nk in self.k_lens]
+        order = rng.permutation(sum(counts) + 3)  # three pages no sequence uses
+        table = np.full((len(counts), max(counts) + 2), order[-1], np.int32)
+        pages = (len(order), page_size) + self.k_bits.shape[2:]
+        k_pages = np.full(pages, self.NAN16[dtype], np.uint16)
+        v_pages = np.full(pages, self.NAN16[dtype], np.uint16)
+        used = 0
+        for i, (nk, count) in enumerate(zip(self.k_lens, counts)):
+            table[i, :count] = order[used:used + count]
+            used += count
+            for j in range(count):
+                rows = slice(j * page_size, min(nk, (j + 1) * page_size))
+                n = rows.stop - rows.start
+                k_pages[table[i, j], :n] = self.k_bits[self.kv_batch[i], rows]
+                v_pages[table[i, j], :n] = self.v_bits[self.kv_batch[i], rows]
+        self.k_bits, self.v_bits = k_pages, v_pages
+        self.table_stride = table.shape[1]
+        self.index = {"seqused_k": np.array(self.k_lens, np.int32),
+                      "block_table": table.reshape(-1)}
+
+    def params(self):
+        return params_of(self, seqs=len(self.q_lens), index=self.index,
+                         max_seqlen_q=max(self.q_lens),
+                         block_table_stride=self.table_stride, page_size=self.page_size)
 
     def buffers(self):
         return buffers_of(self, index=self.index)
@@ -296,7 +337,7 @@ def producer_launch(case, kernels, order):
     elem = "__hip_bfloat16" if case.dtype == "bf16" else "__half"
     narrow = "true" if case.plan["details"]["block_m"] == 16 else "false"
     split = "true" if case.plan["num_splits"] > 1 else "false"
-    layout = getattr(case, "kv_layout", 0)  # KvLayout: 0 dense, 1 sequences
+    layout = getattr(case, "kv_layout", 0)  # KvLayout: 0 dense, 1 sequences, 2 paged
     symbol = symbol_of(names, f"gfx9::Policy<{elem}, {case.d}, {narrow}>, "
                               f"{str(case.causal).lower()}, {split}, "
                               f"(flashsplit::KvLayout){layout}>")
@@ -386,6 +427,24 @@ def test_gfx9_sequences_on_emulator(tmp_path, capsys):
         for seed, (d, varlen, causal, split) in enumerate(itertools.product(
                 (64, 128), (True, False), (False, True), (False, True))):
             case = SequenceCase(target, "bf16", d, varlen, causal, split, 2000 + seed)
+            cases.append((case, "fwd", combine))
+            producers.append(producer_launch(case, kernels, "fwd"))
+    run_and_check(cases, producers, capsys)
+
+
+def test_gfx9_paged_kv_on_emulator(tmp_path, capsys):
+    """The kernels of paged kv caches (KvLayout::kPaged): decode on the narrow tile and a chunk
+    of 40 queries on the wide tile, against caches in pages of 16 keys and of 5 (pages shorter
+    than a key block, and a size that is no power of two), causal or not, one split and
+    several; NaN in every page row no sequence owns."""
+    emu.require_emulator()
+    cases, producers = [], []
+    for target in emu.EMU_TARGETS:
+        tc.require_compiler(target)
+        kernels, combine = build_kernels(target, str(tmp_path), dtypes=("bf16",))
+        for seed, (d, page_size, queries, causal, split) in enumerate(itertools.product(
+                (64, 128), (16, 5), (1, 40), (False, True), (False, True))):
+            case = PagedCase(target, "bf16", d, page_size, queries, causal, split, 3000 + seed)
             cases.append((case, "fwd", combine))
             producers.append(producer_launch(case, kernels, "fwd"))
     run_and_check(cases, producers, capsys)

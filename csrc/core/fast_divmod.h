@@ -33,9 +33,9 @@ class FastDivmod {
 
  private:
   FS_HOST_DEVICE static uint32_t mulhi(uint32_t a, uint32_t b) {
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#if defined(__CUDA_ARCH__)
     return __umulhi(a, b);
-#else
+#else  // one v_mul_hi_u32 on AMD GPUs
     return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
 #endif
   }

@@ -189,10 +189,6 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
     return refuse("head dim " + std::to_string(p.d) +
                   " is built only for the NVIDIA kernels (the AMD kernels have head dims 64, 128)");
   }
-  if (device.vendor == Vendor::kAmd && p.page_size > 0) {
-    return refuse("paged k/v (page size " + std::to_string(p.page_size) +
-                  ") is not implemented in the AMD kernels");
-  }
   if (!build_has_binary_for(build, device)) {
     const bool amd = device.vendor == Vendor::kAmd;
     return refuse(arch_text(device) + " has no native kernel binary in this build (built for " +

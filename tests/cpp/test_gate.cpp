@@ -281,6 +281,17 @@ TEST(Gate, AmdGpusRunTheMfmaKernelsOnceVerified) {
   EXPECT_EQ(allowed.trust, ArchTrust::kOverride);
 }
 
+TEST(Gate, PagedKvRunsOnThePortableKernelsOfEitherVendor) {
+  AttnProblem p = admitted_problem();
+  p.page_size = 16;
+  GateDecision amd = check_native(p, mi300x(), amd_build(), verified_here());
+  ASSERT_TRUE(amd.ok) << amd.reason;
+  EXPECT_EQ(amd.family, KernelFamily::kPortableMfma);
+  GateDecision nvidia = check_native(p, h100(), gpu_build());
+  ASSERT_TRUE(nvidia.ok) << nvidia.reason;
+  EXPECT_EQ(nvidia.family, KernelFamily::kPortableMma);  // a page is not a TMA box
+}
+
 TEST(Gate, AmdGpusNeedTheirOwnTargetBuilt) {
   BuildInfo build = amd_build();
   build.amd_archs = {"gfx90a", "gfx950"};

@@ -16,12 +16,15 @@
 // the other of two stages where both fit in 32 KB (the wide tiles), otherwise into the one
 // stage once every wave is done with that part (the narrow tile at d=128), so two workgroups
 // share a compute unit's 64 KB, and at most half a block is held in registers.
+// Contiguous k/v is read through buffer resources; paged k/v (sequence.cuh) through each key
+// row's address in its page, the block table's entries read from global memory beside the rows.
 #pragma once
 
 #include <stdint.h>
 
 #include <type_traits>
 
+#include "core/fast_divmod.h"
 #include "core/portable_tiles.h"
 #include "kernels/attn_params.h"
 #include "kernels/fwd_common.cuh"
@@ -55,6 +58,12 @@ constexpr int target_lds_banks() {
 // LDS budget of one workgroup: two share a compute unit's 64 KB on gfx90a and gfx942.
 constexpr int kLdsBudget = 32 * 1024;
 
+// p as a pointer into global memory, so that loads through it are global loads, not flat ones.
+template <class T>
+__device__ __forceinline__ const __attribute__((address_space(1))) T* global(const T* p) {
+  return (const __attribute__((address_space(1))) T*)p;
+}
+
 // The fourth word of a raw buffer resource on gfx9: 32-bit data format, no swizzle.
 constexpr uint32_t kBufferFlags = 0x00020000u;
 
@@ -79,7 +88,7 @@ struct Policy {
   // workgroups of one wave per compute unit, so one is enough there.
   static constexpr int kMinOccupancy = Narrow ? 1 : 2;
   static constexpr int kDynamicSmemBytes = 0;  // LDS is static (Pipeline), so its size is known
-  static constexpr int kPagedSmemBytes = 0;    // paged k/v is not served on AMD (the gate)
+  static constexpr int kPagedSmemBytes = 0;    // paged k/v reads its table from global memory
 
   static constexpr Mfma kOp = tile_mfma<Narrow>();
   static constexpr MfmaShape kShape = mfma_shape(kOp);
@@ -158,11 +167,14 @@ struct Policy {
   static constexpr int kVGroupsTotal = kDGroups * (kBlockN / kPerLane);
   static constexpr int kVGroups = (kVGroupsTotal + kThreads - 1) / kThreads;
 
+  template <KvLayout Layout>
   struct Pipeline {
     const AttnFwdParams& p;
     const Sequence& seq;
     const Elem *q, *k, *v;
     int kv_head, m0 = 0, group = 1, stage = 0, next = 0;
+    FastDivmod page_size{1};  // paged k/v: keys per page ...
+    int fetched = 0;          // ... and the block last fetched
     unsigned char* lds;
     Unit k_next[kKUnits];              // the next block's K units ...
     Word2 v_next[kVGroups][kPerLane];  // ... and V rows: 4 head-dim values of kPerLane keys
@@ -177,6 +189,19 @@ struct Policy {
                                         seq, kv_head);
       v = sequence_keys<Elem>(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride,
                                         seq, kv_head);
+      if (paged()) page_size = FastDivmod(p.page_size);
+    }
+    __device__ static constexpr bool paged() { return Layout == KvLayout::kPaged; }
+    // Paged k/v: key `key` of a head lives in page pages[key / page_size], row key % page_size;
+    // head points at the head's first element in page 0, row 0. Keys past the last read the
+    // last key's row (a valid page), which the stores then write as zeros.
+    __device__ const unsigned char* paged_row(const Elem* head, int64_t page_stride,
+                                              int64_t row_stride, int key) const {
+      const int at = key < seq.sk ? key : seq.sk - 1;
+      const int page = page_size.div(at);
+      return reinterpret_cast<const unsigned char*>(
+          head + static_cast<int64_t>(global(seq.pages)[page]) * page_stride +
+          static_cast<int64_t>(page_size.mod(at, page)) * row_stride);
     }
     // A buffer resource over a k/v head's rows from the segment that holds key0: segments are
     // 2^segment_rows_log2 rows of at most 2^kSegmentBytesLog2 bytes, and the resource spans
@@ -216,6 +241,7 @@ struct Policy {
     // Starts key block n's K loads into registers; keys past sk read as zeros (a row stride of
     // 0 would read a real row there, hence the select).
     __device__ void fetch_k(int n) {
+      if (paged()) return fetch_paged_k(n);
       const int tid = static_cast<int>(threadIdx.x), key0 = n * kBlockN;
       const int stride = static_cast<int>(p.k_row_stride);
       const Rows rows = rows_from(k, stride, key0);
@@ -231,6 +257,7 @@ struct Policy {
     }
     // The same for its V rows.
     __device__ void fetch_v(int n) {
+      if (paged()) return fetch_paged_v(n);
       const int tid = static_cast<int>(threadIdx.x), key0 = n * kBlockN;
       const int stride = static_cast<int>(p.v_row_stride);
       const Rows rows = rows_from(v, stride, key0);
@@ -248,17 +275,51 @@ struct Policy {
         }
       }
     }
-    // Writes the fetched K units into stage s as they are.
+    // fetch_k and fetch_v for paged k/v: the same units and rows, each from its key's page.
+    // Keys past the last read the last key's row here and are zeroed by the stores, so that no
+    // lane mask waits on the loads (the narrow tiles have no scalar registers to spare for it).
+    __device__ void fetch_paged_k(int n) {
+      fetched = n;
+      static_assert(kThreads % kUnitsPerKRow == 0, "a thread's units share their column");
+      const int tid = static_cast<int>(threadIdx.x), unit = tid % kUnitsPerKRow;
+      const int first_key = n * kBlockN + tid / kUnitsPerKRow;
+#pragma unroll
+      for (int i = 0; i < kKUnits; ++i) {
+        const int key = first_key + i * (kThreads / kUnitsPerKRow);
+        k_next[i] = *reinterpret_cast<const Unit*>(
+            paged_row(k, p.k_batch_stride, p.k_row_stride, key) + unit * Lds::kUnit);
+      }
+    }
+    __device__ void fetch_paged_v(int n) {
+      fetched = n;
+      const int tid = static_cast<int>(threadIdx.x), key0 = n * kBlockN;
+#pragma unroll
+      for (int i = 0; i < kVGroups; ++i) {
+        const int idx = i * kThreads + tid;
+        const int d0 = 4 * (idx % kDGroups), unit = idx / kDGroups;
+#pragma unroll
+        for (int c = 0; c < kPerLane; ++c) {
+          const int key = key0 + Lds::vt_key(unit * kPerLane + c);
+          v_next[i][c] = *reinterpret_cast<const Word2*>(
+              paged_row(v, p.v_batch_stride, p.v_row_stride, key) + 2 * d0);
+        }
+      }
+    }
+    // Paged k/v: whether row `row` of the fetched block lies past the sequence's last key.
+    __device__ bool past_last_key(int row) const {
+      return paged() && fetched * kBlockN + row >= seq.sk;
+    }
+    // Writes the fetched K units into stage s as they are (paged: zeros past the last key).
     __device__ void store_k(int s) const {
       const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll
       for (int i = 0; i < kKUnits; ++i) {
-        const int idx = i * kThreads + tid;
-        *reinterpret_cast<Unit*>(k_tile(s) + Lds::KTile::unit_offset(idx / kUnitsPerKRow,
-                                                                      idx % kUnitsPerKRow)) = k_next[i];
+        const int idx = i * kThreads + tid, row = idx / kUnitsPerKRow;
+        *reinterpret_cast<Unit*>(k_tile(s) + Lds::KTile::unit_offset(row, idx % kUnitsPerKRow)) =
+            past_last_key(row) ? Unit{} : k_next[i];
       }
     }
-    // Writes the fetched V rows into stage s, transposed into V^T units.
+    // Writes the fetched V rows into stage s, transposed into V^T units (likewise).
     __device__ void store_v(int s) const {
       const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll
@@ -271,7 +332,8 @@ struct Policy {
           uint32_t half[kPerLane];  // head-dim row d0 + j of each key, 16 bits each
 #pragma unroll
           for (int c = 0; c < kPerLane; ++c) {
-            const uint32_t word = v_next[i][c][j / 2];
+            const uint32_t word =
+                past_last_key(Lds::vt_key(unit * kPerLane + c)) ? 0u : v_next[i][c][j / 2];
             half[c] = j % 2 == 0 ? word & 0xffffu : word >> 16;
           }
           Unit out;
@@ -322,7 +384,8 @@ struct Policy {
   };
   // This lane's query row (a packed row: query and head) of the tile, read straight into the
   // B operands; rows past the last are zero, and the sign flips for a negative scale.
-  __device__ static void read_q(QFragment& q, const Pipeline& pipe, const Lanes& l, bool negate) {
+  template <class Pipe>
+  __device__ static void read_q(QFragment& q, const Pipe& pipe, const Lanes& l, bool negate) {
     const int r = pipe.m0 + thread_row(l, 0);
     const bool valid = r < pipe.seq.sq * pipe.group;
     const int row = valid ? r : 0;
@@ -339,7 +402,8 @@ struct Policy {
   }
 
   // S^T = K Q^T for the block's keys, tile by tile of m keys.
-  __device__ static void qk(Scores& s, const QFragment& q, const Pipeline& pipe, const Lanes& l) {
+  template <class Pipe>
+  __device__ static void qk(Scores& s, const QFragment& q, const Pipe& pipe, const Lanes& l) {
     const unsigned char* k_tile = pipe.k_tile(pipe.stage);
 #pragma unroll
     for (int t = 0; t < kBlockN / kShape.m; ++t) {
@@ -357,7 +421,8 @@ struct Policy {
 
   // O^T += V^T P^T: P^T's B operand of each step is S^T's accumulators in order
   // (mfma_layout.h pv_source), 16 bits each; V^T's keys are stored in that order.
-  __device__ static void pv(Output& o, const Scores& s, const Pipeline& pipe, const Lanes& l) {
+  template <class Pipe>
+  __device__ static void pv(Output& o, const Scores& s, const Pipe& pipe, const Lanes& l) {
     const unsigned char* vt_tile = pipe.vt_tile(pipe.stage);
 #pragma unroll
     for (int st = 0; st < kBlockN / kShape.k; ++st) {

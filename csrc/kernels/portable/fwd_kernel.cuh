@@ -26,7 +26,7 @@
 //   row_max(x), row_sum(x) the max / sum of x over the threads that share a row
 //   QFragment, read_q      Q in registers, once per tile (sign-flipped for a negative scale)
 //   qk(s, q, pipe, lanes)  S = Q K^T on the current block; pv(o, s, pipe, lanes): O += P V
-//   Pipeline               prologue / fetch / wait_landed / scores_done (K read for this block) /
+//   Pipeline<Layout>       prologue / fetch / wait_landed / scores_done (K read for this block) /
 //                          release around the key-block walk
 #pragma once
 
@@ -146,7 +146,7 @@ __device__ __forceinline__ void online_softmax(typename Policy::Scores& s,
 }
 
 // The tile's key blocks, last to first: fetch the next while computing on the current.
-template <class Policy, bool Causal>
+template <class Policy, bool Causal, KvLayout Layout>
 __device__ __forceinline__ void walk_key_blocks(const AttnFwdParams& p, const TileWork& tile,
                                                 const typename Policy::Lanes& lanes,
                                                 const int (&queries)[Policy::kRows],
@@ -154,7 +154,7 @@ __device__ __forceinline__ void walk_key_blocks(const AttnFwdParams& p, const Ti
                                                 float (&row_max)[Policy::kRows],
                                                 float (&row_sum)[Policy::kRows],
                                                 float scale_log2) {
-  typename Policy::Pipeline pipe(p, tile.seq, tile.kv_head);
+  typename Policy::template Pipeline<Layout> pipe(p, tile.seq, tile.kv_head);
   pipe.prologue(tile.m0, tile.group, tile.range.end - 1);
   typename Policy::QFragment q;
   for (int n = tile.range.end - 1; n >= tile.range.begin; --n) {
@@ -195,7 +195,7 @@ __global__ void FS_LAUNCH_BOUNDS(Policy::kThreads, Policy::kMinOccupancy)
     int queries[kRows];
 #pragma unroll
     for (int i = 0; i < kRows; ++i) queries[i] = row_of(i).query;
-    walk_key_blocks<Policy, Causal>(p, tile, lanes, queries, o, row_max, row_sum, scale_log2);
+    walk_key_blocks<Policy, Causal, Layout>(p, tile, lanes, queries, o, row_max, row_sum, scale_log2);
   }
 
   // Epilogue: normalise, then write either the output or this split's partial.

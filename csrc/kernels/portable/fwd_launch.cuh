@@ -46,8 +46,7 @@ void launch_masking(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
   }
 }
 
-// The instance for the call's k/v layout (sequence.cuh). A policy without paged copies
-// (kPagedSmemBytes 0) has no paged instance; the gate keeps paged calls from it.
+// The instance for the call's k/v layout (sequence.cuh).
 template <class Policy>
 void launch_policy(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                    LaunchRecord* record) {
@@ -55,10 +54,7 @@ void launch_policy(const AttnFwdParams& params, const LaunchPlan& plan, gpuStrea
   if (!plan.paged) {
     return launch_masking<Policy, KvLayout::kSequences>(params, plan, stream, record);
   }
-  if constexpr (Policy::kPagedSmemBytes > 0) {
-    return launch_masking<Policy, KvLayout::kPaged>(params, plan, stream, record);
-  }
-  throw std::logic_error("flashsplit: this kernel family has no paged k/v kernels");
+  launch_masking<Policy, KvLayout::kPaged>(params, plan, stream, record);
 }
 
 // The plan's tiles are one of a policy's two shapes: the narrow decode tile or the wide one.

@@ -252,6 +252,7 @@ struct Policy {
   }
 
   // Q, then K and V through the two-stage ring (shared memory in dynamic smem).
+  template <KvLayout Layout>
   struct Pipeline {
     const AttnFwdParams& p;
     const Sequence& seq;
@@ -280,7 +281,7 @@ struct Policy {
         table.sk = seq.sk;
       }
     }
-    __device__ bool paged() const { return seq.pages != nullptr; }
+    __device__ static constexpr bool paged() { return Layout == KvLayout::kPaged; }
     __device__ void load_kv(int to_stage, int n) {
       Elem* sK = sK0 + to_stage * kBlockN * D;
       Elem* sV = sV0 + to_stage * kBlockN * D;
@@ -342,14 +343,16 @@ struct Policy {
     uint32_t r[kQInRegisters ? kMTiles : 1][kQInRegisters ? D / 16 : 1][4];
     uint32_t sign;  // XORed into fragments read at each k-step: flips Q for a negative scale
   };
-  __device__ static void ldmatrix_q(uint32_t (&a)[4], const Pipeline& pipe, const Lanes& l, int t,
+  template <class Pipe>
+  __device__ static void ldmatrix_q(uint32_t (&a)[4], const Pipe& pipe, const Lanes& l, int t,
                                     int kk) {
     const int warp_row0 = l.warp * 16 * kMTiles;
     ldmatrix_x4(smem_addr(pipe.sQ + swizzled<D>(warp_row0 + t * 16 + l.lane % 16,
                                                 kk * 2 + l.lane / 16)),
                 a);
   }
-  __device__ static void read_q(QFragment& q, const Pipeline& pipe, const Lanes& l, bool negate) {
+  template <class Pipe>
+  __device__ static void read_q(QFragment& q, const Pipe& pipe, const Lanes& l, bool negate) {
     q.sign = negate ? 0x80008000u : 0u;  // both halves' signs
     if constexpr (kQInRegisters) {
 #pragma unroll
@@ -363,7 +366,8 @@ struct Policy {
     }
   }
   // Q's A fragment of row tile t at k-step kk.
-  __device__ static void q_operand(uint32_t (&a)[4], const QFragment& q, const Pipeline& pipe,
+  template <class Pipe>
+  __device__ static void q_operand(uint32_t (&a)[4], const QFragment& q, const Pipe& pipe,
                                    const Lanes& l, int t, int kk) {
     if constexpr (kQInRegisters) {
 #pragma unroll
@@ -376,7 +380,8 @@ struct Policy {
   }
 
   // S = Q K^T for this warp's rows and the block's keys.
-  __device__ static void qk(Scores& s, const QFragment& q, const Pipeline& pipe, const Lanes& l) {
+  template <class Pipe>
+  __device__ static void qk(Scores& s, const QFragment& q, const Pipe& pipe, const Lanes& l) {
 #pragma unroll
     for (int t = 0; t < kMTiles; ++t)
 #pragma unroll
@@ -404,7 +409,8 @@ struct Policy {
 
   // O += P V: P comes straight from the score registers (the m16n8 accumulator layout of two
   // adjacent n8 tiles is the m16k16 A-operand layout).
-  __device__ static void pv(Output& o, const Scores& s, const Pipeline& pipe, const Lanes& l) {
+  template <class Pipe>
+  __device__ static void pv(Output& o, const Scores& s, const Pipe& pipe, const Lanes& l) {
     const Elem* sV = pipe.v_tile();
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
