@@ -105,6 +105,22 @@ TEST(Plan, CausalTilesSideBySideRunInKvGroups) {
   EXPECT_FALSE(ping_pong.tile_counter);
 }
 
+TEST(Plan, CausalPingPongTilesLaunchedABlockPerTileRunInKvGroups) {
+  // Long causal calls on few heads run 128-row tiles a block each: the SMs take them in the
+  // grouped order, every head's longest tiles first, not head after head.
+  const LaunchPlan plan = plan_of(problem(1, 8, 1, 8192, 8192, 128, true), 1);
+  ASSERT_EQ(plan.tiles.block_m, kHopperBaseRows);
+  ASSERT_FALSE(plan.persistent);
+  EXPECT_FALSE(plan.tile_counter);
+  EXPECT_EQ(plan.tile_group, causal_tile_group(8, causal_unit_kv_bytes(8192, 128, 2, 1, 8)));
+  EXPECT_EQ(plan.tile_group, 8);
+  // Persistent ping-pong launches keep the head-major order their static walk is tuned to.
+  const LaunchPlan persistent = plan_of(problem(1, 8, 1, 4096, 4096, 128, true), 1);
+  ASSERT_EQ(persistent.tiles.block_m, kHopperBaseRows);
+  ASSERT_TRUE(persistent.persistent);
+  EXPECT_EQ(persistent.tile_group, 1);
+}
+
 TEST(Plan, PortableGridPacksHeadsAndSplits) {
   // Decode: 4 packed rows per k/v head run the narrow tile; G splits are the grid's y.
   const AttnProblem p = problem(8, 32, 8, 1, 16384, 128, false);

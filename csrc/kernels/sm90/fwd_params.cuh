@@ -50,7 +50,7 @@ struct SchedulerParams {
   // Persistent grouped walks: blocks take their next tile from this counter (cleared by the
   // launcher) instead of walking a static share of them. nullptr = the static walk.
   int* tile_counter = nullptr;
-  // The grouped walk (kGroupedWalk) orders tiles in groups of units (split, batch, head), the
+  // The grouped order (kGroupedOrder) takes tiles in groups of units (split, batch, head), the
   // query tiles of a group's units longest first (core/tile_order.h); one unit per group is the
   // head-major order.
   TileGroups groups{};

@@ -113,11 +113,14 @@ struct FwdKernelTraits {
   // The tail kernel's pieces are a few blocks each, so it does not carry S across them (with
   // carry, ptxas spilled the d=128 ping-pong tail kernel).
   static constexpr bool kCarry = Tiles::kCarry && !TailPass;
-  // Causal tiles of consumers side by side (192 and 256 rows) are walked in head groups,
-  // longest first, and drawn from a counter where the launch is persistent (core/tile_order.h;
-  // measured +7-12% at 2048-4096 rows). The ping-pong kernels keep the head-major static walk:
-  // there the counter measured even to 2.5% slower.
-  static constexpr bool kGroupedWalk = Causal && !Tiles::kOverlap && !TailPass;
+  // Causal tiles are located in the grouped order of core/tile_order.h: units (split, batch,
+  // head) in groups, each group's query tiles longest first (one unit per group: head-major).
+  // Launches of a block per tile hand them to the SMs in that order, as blocks free up.
+  static constexpr bool kGroupedOrder = Causal && !TailPass;
+  // Those of consumers side by side (192 and 256 rows) are drawn from a counter where the
+  // launch is persistent (measured +7-12% at 2048-4096 rows). The persistent ping-pong kernels
+  // keep the head-major static walk: there the counter measured even to 2.5% slower.
+  static constexpr bool kGroupedWalk = kGroupedOrder && !Tiles::kOverlap;
   // The order a tile's key blocks are walked in: last first, so masking (the keys past sk, the
   // causal diagonal) is needed only early, except on causal ping-pong tiles from d=128, which
   // walk them first to last. Walking back from its own diagonal, each of a head's query tiles

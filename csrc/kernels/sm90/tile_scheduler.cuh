@@ -74,7 +74,7 @@ struct TileScheduler {
     dynamic = Kt::kGroupedWalk && sp.tile_counter != nullptr;
   }
 
-  // Tile `tile` of the launch's order (the grouped order in kGroupedWalk, else head-major):
+  // Tile `tile` of the launch's order (the grouped order in kGroupedOrder, else head-major):
   // the dynamic walk's tiles, `tile` as drawn.
   __device__ __forceinline__ WorkTile tile_of(int tile) const {
     WorkTile w;
@@ -138,7 +138,7 @@ struct TileScheduler {
   // 192-row kernels out differently and some of their loops grew).
   __device__ __forceinline__ void locate(int tile, WorkTile& w) const {
     int rest, x;
-    if constexpr (Kt::kGroupedWalk) {
+    if constexpr (Kt::kGroupedOrder) {
       const GroupedTile t = grouped_tile(tile, sp.groups);
       rest = t.unit;
       x = t.x;
