@@ -30,7 +30,7 @@ SHAPES = {  # (b, sq, sk, h, hk)
 @pytest.mark.parametrize("kind", ["rising", "falling", "sink"])
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
+@pytest.mark.parametrize("d", [64, 96, 128, 192, 256], ids=lambda d: f"d{d}")
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_adversarial_scores_are_as_accurate_as_random_ones(dtype, d, causal, shape, kind):
     b, sq, sk, h, hk = SHAPES[shape]
