@@ -45,6 +45,9 @@ constexpr int kHopperWideBlockN = 64;
 constexpr int hopper_large_head_block_n(int head_dim, int head_dim_v = 0) {
   return head_dim == 192 ? (head_dim_v == 128 ? 128 : 112) : 80;
 }
+// Keys per block of the tall (192-row) tiles: 144 at d=96, whose S and O registers leave room
+// for them (fewer, longer iterations), else kHopperBlockN.
+constexpr int hopper_tall_block_n(int head_dim) { return head_dim == 96 ? 144 : kHopperBlockN; }
 // Cost of a tall-tile row in % of a base-tile row, fitted to forced tiles: d=64 without the
 // mask; d=64 with it on persistent tiles (at most kHopperPersistentMaxKeyBlocks key blocks; the
 // consumers rotate their row slices there) and on longer ones; d=128 (and d=96, whose tall
@@ -159,7 +162,8 @@ constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bo
       hopper_block_m(head_dim, sq, causal, sk, heads, sm_count, num_splits, sequences);
   const int block_n = block_m == kHopperWideRows ? kHopperWideBlockN
                       : head_dim > 128           ? hopper_large_head_block_n(head_dim, head_dim_v)
-                                                 : kHopperBlockN;
+                      : block_m == kHopperTallRows ? hopper_tall_block_n(head_dim)
+                                                   : kHopperBlockN;
   return TileConfig{block_m, block_n, 4 + block_m / 16, 1, 1, false};
 }
 

@@ -88,6 +88,23 @@ TEST(Plan, TheTailSplitCanBeSwitchedOff) {
   EXPECT_EQ(plan.tail_grid.x, 0);
 }
 
+TEST(Plan, TallD96TilesWalk144KeyBlocksWithoutATailSplit) {
+  // d=96's 192-row tiles walk 144-key blocks; the tail split's pieces are of 128-key blocks, so
+  // those calls run without it. Its 128-row tiles keep 128-key blocks.
+  BuildInfo build = hopper_build();
+  build.head_dims = {64, 96, 128, 192, 256};
+  const auto plan_d96 = [&](const AttnProblem& p, int splits) {
+    return make_launch_plan(p, h100(), build, PlanOptions{}, splits);
+  };
+  const LaunchPlan tall = plan_d96(problem(4, 21, 21, 4096, 4096, 96, false), 1);
+  ASSERT_EQ(tall.tiles.block_m, kHopperTallRows) << tall.gate.reason;
+  EXPECT_EQ(tall.tiles.block_n, 144);
+  EXPECT_FALSE(tall.tail.active());
+  const LaunchPlan split = plan_d96(problem(1, 4, 4, 4096, 4096, 96, false), 4);
+  ASSERT_EQ(split.tiles.block_m, kHopperBaseRows);
+  EXPECT_EQ(split.tiles.block_n, kHopperBlockN);
+}
+
 TEST(Plan, CausalTilesSideBySideRunInKvGroups) {
   // 192-row causal tiles: persistent ones drawn from a counter, in groups of heads whose keys and
   // values fit kCausalGroupKvBytes; other tiles keep the head-major order.
@@ -297,7 +314,10 @@ TEST(Plan, ContiguousSequencesRunHopperTilesOfTheirOwnWithoutATailSplit) {
         } else {
           EXPECT_NE(plan.tiles.block_m, kHopperWideRows);
         }
-        EXPECT_EQ(plan.tiles.block_n, d > 128 ? hopper_large_head_block_n(d) : kHopperBlockN);
+        EXPECT_EQ(plan.tiles.block_n,
+                  d > 128                                   ? hopper_large_head_block_n(d)
+                  : plan.tiles.block_m == kHopperTallRows ? hopper_tall_block_n(d)
+                                                            : kHopperBlockN);
         tall_plans += plan.tiles.block_m == kHopperTallRows;
       }
     }

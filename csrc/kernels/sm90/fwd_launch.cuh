@@ -150,7 +150,8 @@ void launch_unsplit(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
 // 192 rows: three consumers issuing in turn on their own (ping-pong is written for two); two Q
 // buffers at d=64, one at d=128 (two do not fit beside the K/V stages and the output staging).
 template <int D>
-using TallTiles = HopperTiles<D, kHopperTallRows, false, false, D == 64 ? 2 : 1, false>;
+using TallTiles = HopperTiles<D, kHopperTallRows, false, false, D == 64 ? 2 : 1, false,
+                              hopper_tall_block_n(D)>;
 // 128 rows: ping-pong tiles with two Q buffers, whose last P V may carry the next tile's first
 // S = Q K^T (LaunchPlan::carry).
 template <int D>

@@ -35,9 +35,10 @@ struct HopperTiles {
   static constexpr bool kApproxRowScale = PingPong || BlockM == 256;
   static constexpr int kConsumers = kBlockM / 64;           // warpgroups of 64 rows
   static constexpr int kThreads = 128 * (1 + kConsumers);  // + the producer warpgroup
-  // The K/V ring holds as many keys with 64-key blocks as with 128-key ones; from d=192 two
-  // stages fit beside Q.
-  static constexpr int kStages = D <= 128 ? (D <= 96 ? 3 : 2) * 128 / BlockN : 2;
+  // The K/V ring holds as many keys with 64-key blocks as with 128-key ones (three stages of
+  // the 144-key blocks at d=96); from d=192 two stages fit beside Q.
+  static constexpr int kStages =
+      D <= 128 ? (D <= 96 ? 3 : 2) * 128 / (BlockN < 128 ? BlockN : 128) : 2;
   // Tiles are slabs of kSlabCols columns, one TMA box each: 64 (128-byte rows, the 128-byte
   // swizzle) where the head dim is whole such slabs, else 32 (d=96: 64-byte rows and swizzle).
   static constexpr int kSlabCols = D % 64 == 0 ? 64 : 32;
@@ -68,8 +69,9 @@ struct HopperTiles {
   // 32 fill the rest exactly, and its dynamic causal walk needs them: with 24 it spilled).
   static constexpr int kProducerRegs = kConsumers == 2 ? 40 : 32;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : kConsumers == 3 ? 160 : 112;
-  static_assert(kBlockN == 128 || kBlockN == 112 || kBlockN == 80 || kBlockN == 64,
-                "wgmma_qk has 128-, 112-, 80- and 64-key blocks");
+  static_assert(kBlockN == 144 || kBlockN == 128 || kBlockN == 112 || kBlockN == 80 ||
+                    kBlockN == 64,
+                "wgmma_qk has 144-, 128-, 112-, 80- and 64-key blocks");
   static_assert(kBlockM % 64 == 0 && kConsumers >= 1, "consumers own 64 rows each");
   // setmaxnreg moves registers within the block's launch allocation (the launch bound's count,
   // a multiple of 8, per thread); asking for more than it holds waits forever.

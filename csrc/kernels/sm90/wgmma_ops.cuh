@@ -58,6 +58,10 @@ namespace sm90 {
   "+f"((d)[48]), "+f"((d)[49]), "+f"((d)[50]), "+f"((d)[51]), "+f"((d)[52]), "+f"((d)[53]), "+f"((d)[54]), "+f"((d)[55]), \
   "+f"((d)[56]), "+f"((d)[57]), "+f"((d)[58]), "+f"((d)[59]), "+f"((d)[60]), "+f"((d)[61]), "+f"((d)[62]), "+f"((d)[63])
 
+#define FS_WGMMA_ACC72(d) \
+  FS_WGMMA_ACC64(d), \
+  "+f"((d)[64]), "+f"((d)[65]), "+f"((d)[66]), "+f"((d)[67]), "+f"((d)[68]), "+f"((d)[69]), "+f"((d)[70]), "+f"((d)[71])
+
 #define FS_WGMMA_ACC96(d) \
   FS_WGMMA_ACC64(d), \
   "+f"((d)[64]), "+f"((d)[65]), "+f"((d)[66]), "+f"((d)[67]), "+f"((d)[68]), "+f"((d)[69]), "+f"((d)[70]), "+f"((d)[71]), \
@@ -91,6 +95,7 @@ namespace sm90 {
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define FS_WGMMA_D64 "{" FS_WGMMA_D64_BODY "}"
+#define FS_WGMMA_D72 "{" FS_WGMMA_D64_BODY ", %64, %65, %66, %67, %68, %69, %70, %71}"
 #define FS_WGMMA_D96_BODY \
   FS_WGMMA_D64_BODY ", " \
   "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
@@ -134,6 +139,8 @@ FS_DEFINE_WGMMA_SS(112, 56, FS_WGMMA_D56, FS_WGMMA_ACC56, "%56, %57", "%58", bf1
 FS_DEFINE_WGMMA_SS(112, 56, FS_WGMMA_D56, FS_WGMMA_ACC56, "%56, %57", "%58", f16, "f16")
 FS_DEFINE_WGMMA_SS(80, 40, FS_WGMMA_D40, FS_WGMMA_ACC40, "%40, %41", "%42", bf16, "bf16")
 FS_DEFINE_WGMMA_SS(80, 40, FS_WGMMA_D40, FS_WGMMA_ACC40, "%40, %41", "%42", f16, "f16")
+FS_DEFINE_WGMMA_SS(144, 72, FS_WGMMA_D72, FS_WGMMA_ACC72, "%72, %73", "%74", bf16, "bf16")
+FS_DEFINE_WGMMA_SS(144, 72, FS_WGMMA_D72, FS_WGMMA_ACC72, "%72, %73", "%74", f16, "f16")
 FS_DEFINE_WGMMA_RS(64, 32, FS_WGMMA_D32, FS_WGMMA_ACC32, "{%32, %33, %34, %35}, %36", "%37",
                    bf16, "bf16")
 FS_DEFINE_WGMMA_RS(64, 32, FS_WGMMA_D32, FS_WGMMA_ACC32, "{%32, %33, %34, %35}, %36", "%37",
@@ -155,15 +162,18 @@ FS_DEFINE_WGMMA_RS(256, 128, FS_WGMMA_D128, FS_WGMMA_ACC128, "{%128, %129, %130,
 FS_DEFINE_WGMMA_RS(256, 128, FS_WGMMA_D128, FS_WGMMA_ACC128, "{%128, %129, %130, %131}, %132",
                    "%133", f16, "f16")
 
-// The two GEMMs of the forward by element type: S = Q K^T over one key block of 128, 112, 80 or
-// 64 keys (S of BN / 2 registers), and O += P V with O of D columns.
+// The two GEMMs of the forward by element type: S = Q K^T over one key block of 144, 128, 112,
+// 80 or 64 keys (S of BN / 2 registers), and O += P V with O of D columns.
 template <class Elem, int N>
 __device__ __forceinline__ void wgmma_qk(float (&s)[N], uint64_t desc_q, uint64_t desc_k,
                                          int scale_d) {
-  static_assert(N == 64 || N == 56 || N == 40 || N == 32,
-                "wgmma_qk is instantiated for 128-, 112-, 80- and 64-key blocks");
+  static_assert(N == 72 || N == 64 || N == 56 || N == 40 || N == 32,
+                "wgmma_qk is instantiated for 144-, 128-, 112-, 80- and 64-key blocks");
   constexpr bool kBf16 = std::is_same<Elem, gpu_bf16_t>::value;
-  if constexpr (N == 64) {
+  if constexpr (N == 72) {
+    kBf16 ? wgmma_m64n144k16_ss_bf16(s, desc_q, desc_k, scale_d)
+          : wgmma_m64n144k16_ss_f16(s, desc_q, desc_k, scale_d);
+  } else if constexpr (N == 64) {
     kBf16 ? wgmma_m64n128k16_ss_bf16(s, desc_q, desc_k, scale_d)
           : wgmma_m64n128k16_ss_f16(s, desc_q, desc_k, scale_d);
   } else if constexpr (N == 56) {
