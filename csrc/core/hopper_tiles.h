@@ -108,8 +108,14 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
   const long long pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);
   const long long base_tiles = heads * ((sq + kHopperBaseRows - 1) / kHopperBaseRows);
   const long long tall_tiles = heads * ((sq + kHopperTallRows - 1) / kHopperTallRows);
-  const long long base_waves = (base_tiles + sm_count - 1) / sm_count;
-  const long long tall_waves = (tall_tiles + sm_count - 1) / sm_count;
+  // Causal calls launched a block per tile (not persistent) hand their tiles to the SMs longest
+  // first as SMs free up (the grouped order of core/tile_order.h): their time follows the
+  // tiles' total cost, not whole waves, so base and tall tiles compare by rows (waves over one
+  // SM). Measured +6-10% on tall tiles at 16-32 heads of 4k-8k rows, d=128.
+  const bool by_rows = causal && !hopper_persistent(sk) && !wide_exists;
+  const long long slots = by_rows ? 1 : sm_count;
+  const long long base_waves = (base_tiles + slots - 1) / slots;
+  const long long tall_waves = (tall_tiles + slots - 1) / slots;
   const long long base_cost = base_waves * kHopperBaseRows * 100;
   const long long tall_cost = tall_waves * kHopperTallRows * pct;
   const bool tall_wins = tall_exists && tall_cost < base_cost;

@@ -105,6 +105,16 @@ TEST(Plan, TallD96TilesWalk144KeyBlocksWithoutATailSplit) {
   EXPECT_EQ(split.tiles.block_n, kHopperBlockN);
 }
 
+TEST(Plan, CausalCallsLaunchedABlockPerTileChooseTheirHeightByRows) {
+  // 32 heads of 4097 rows: 1056 base tiles are 8 waves of 132 SMs and 704 tall ones 6, which
+  // weighed by waves favours base tiles; launched a block per tile, longest first, the tiles'
+  // rows decide, and tall tiles cost less per row.
+  const AttnProblem p = problem(1, 32, 8, 4097, 4097, 128, true);
+  ASSERT_FALSE(hopper_persistent(p.sk));
+  EXPECT_LT(8 * kHopperBaseRows * 100, 6 * kHopperTallRows * kHopperTallPctD128);  // by waves
+  EXPECT_EQ(plan_of(p, 1).tiles.block_m, kHopperTallRows);
+}
+
 TEST(Plan, CausalTilesSideBySideRunInKvGroups) {
   // 192-row causal tiles: persistent ones drawn from a counter, in groups of heads whose keys and
   // values fit kCausalGroupKvBytes; other tiles keep the head-major order.
@@ -123,9 +133,10 @@ TEST(Plan, CausalTilesSideBySideRunInKvGroups) {
 }
 
 TEST(Plan, CausalPingPongTilesLaunchedABlockPerTileRunInKvGroups) {
-  // Long causal calls on few heads run 128-row tiles a block each: the SMs take them in the
-  // grouped order, every head's longest tiles first, not head after head.
-  const LaunchPlan plan = plan_of(problem(1, 8, 1, 8192, 8192, 128, true), 1);
+  // Causal chunks of 1024 queries against 8k keys on few heads run 128-row tiles a block each:
+  // the SMs take them in the grouped order, every head's longest tiles first, not head after
+  // head.
+  const LaunchPlan plan = plan_of(problem(1, 8, 1, 1024, 8192, 128, true), 1);
   ASSERT_EQ(plan.tiles.block_m, kHopperBaseRows);
   ASSERT_FALSE(plan.persistent);
   EXPECT_FALSE(plan.tile_counter);
