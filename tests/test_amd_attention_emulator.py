@@ -11,7 +11,8 @@ kernels run under the default and the reversed wave order with poisoned register
 outputs, and are compared with a float64 reference: an output passes when its error is at most
 twice that of the same attention with probabilities and output rounded to the inputs'
 precision, plus 1e-3; lse to 1e-4 relative; rows that see no key are 0 and -inf; NaN never passes.
-The instances for calls of sequences of their own lengths (varlen, kv cache) run the same way.
+The instances for calls of sequences of their own lengths (varlen, kv cache, paged kv cache) run
+the same way.
 
 Runs where FLASHSPLIT_AMD_EMU names the emulator harness (amd_emulator.py); skips otherwise.
 """
@@ -255,6 +256,26 @@ class SequenceCase:
                          max_seqlen_q=max(self.q_lens))
 
 
+    def buffers(self):
+        return buffers_of(self, index=self.index)
+
+    def check(self, buffers):
+        bq, rows_q, h, _ = self.q_bits.shape
+        out = from_bits(buffers["out"].reshape(self.q_bits.shape), self.dtype)[..., :self.d]
+        lse = buffers["lse"].view(np.float32).astype(np.float64).reshape(bq, h, rows_q)
+        padding_kept = (buffers["out"].reshape(self.q_bits.shape)[..., self.d:] == POISON16).all()
+        verdicts = []
+        for i, (ref, ref_lse, lowp) in enumerate(self.refs):
+            if self.varlen:
+                q0, nq = sum(self.q_lens[:i]), self.q_lens[i]
+                o_i, lse_i = out[:, q0:q0 + nq], lse[:, :, q0:q0 + nq]
+            else:
+                o_i, lse_i = out[i:i + 1], lse[i:i + 1]
+            verdicts.append(compare(o_i, lse_i, ref, ref_lse, lowp, padding_kept))
+        found = sorted({f for v in verdicts for f in v[0]})
+        return (found,) + tuple(max(v[j] for v in verdicts) for j in (1, 2, 3))
+
+
 class PagedCase(SequenceCase):
     """The cache form of SequenceCase on a paged cache (KvLayout::kPaged): each sequence's keys
     lie in pages of page_size keys, picked at random from a pool by its row of the block table.
@@ -292,25 +313,6 @@ class PagedCase(SequenceCase):
         return params_of(self, seqs=len(self.q_lens), index=self.index,
                          max_seqlen_q=max(self.q_lens),
                          block_table_stride=self.table_stride, page_size=self.page_size)
-
-    def buffers(self):
-        return buffers_of(self, index=self.index)
-
-    def check(self, buffers):
-        bq, rows_q, h, _ = self.q_bits.shape
-        out = from_bits(buffers["out"].reshape(self.q_bits.shape), self.dtype)[..., :self.d]
-        lse = buffers["lse"].view(np.float32).astype(np.float64).reshape(bq, h, rows_q)
-        padding_kept = (buffers["out"].reshape(self.q_bits.shape)[..., self.d:] == POISON16).all()
-        verdicts = []
-        for i, (ref, ref_lse, lowp) in enumerate(self.refs):
-            if self.varlen:
-                q0, nq = sum(self.q_lens[:i]), self.q_lens[i]
-                o_i, lse_i = out[:, q0:q0 + nq], lse[:, :, q0:q0 + nq]
-            else:
-                o_i, lse_i = out[i:i + 1], lse[i:i + 1]
-            verdicts.append(compare(o_i, lse_i, ref, ref_lse, lowp, padding_kept))
-        found = sorted({f for v in verdicts for f in v[0]})
-        return (found,) + tuple(max(v[j] for v in verdicts) for j in (1, 2, 3))
 
 
 def symbol_of(names, needle):
