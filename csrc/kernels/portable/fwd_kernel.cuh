@@ -195,7 +195,8 @@ __global__ void FS_LAUNCH_BOUNDS(Policy::kThreads, Policy::kMinOccupancy)
     int queries[kRows];
 #pragma unroll
     for (int i = 0; i < kRows; ++i) queries[i] = row_of(i).query;
-    walk_key_blocks<Policy, Causal, Layout>(p, tile, lanes, queries, o, row_max, row_sum, scale_log2);
+    walk_key_blocks<Policy, Causal, Layout>(p, tile, lanes, queries, o, row_max, row_sum,
+                                            scale_log2);
   }
 
   // Epilogue: normalise, then write either the output or this split's partial.
