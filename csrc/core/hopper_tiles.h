@@ -20,6 +20,15 @@ constexpr bool hopper_persistent(long long sk) {
   return (sk + kHopperBlockN - 1) / kHopperBlockN <= kHopperPersistentMaxKeyBlocks;
 }
 
+// Causal chunks of queries against at least four times as many keys (chunked prefill) run
+// persistent whatever their length: their tiles differ little in length, and overlapping a
+// tile's loads with the previous tile's epilogue pays (measured +0.8-4% on 128-row tiles at
+// 6k-16k keys, none slower; 192-row tiles unchanged). Their carry and tile counter stay with
+// hopper_persistent.
+constexpr bool hopper_persistent_chunk(long long sq, long long sk, bool causal) {
+  return causal && 4 * sq <= sk;
+}
+
 // Whether persistent 128-row ping-pong tiles issue a tile's first S = Q K^T together with the
 // previous tile's last P V. At d=128 without the mask the next tile's Q and K must land before
 // the last P V can start, which costs more than the overlap gains; with the mask (tiles walk

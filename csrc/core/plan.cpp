@@ -107,7 +107,8 @@ int causal_group_for(const AttnProblem& p, const TileConfig& tiles, int num_spli
 
 void plan_hopper_walk(const AttnProblem& p, const DeviceInfo& device, const PlanOptions& options,
                       LaunchPlan& plan) {
-  plan.persistent = device.sm_count > 0 && hopper_persistent(p.sk);
+  plan.persistent = device.sm_count > 0 && (hopper_persistent(p.sk) ||
+                                             hopper_persistent_chunk(p.sq, p.sk, p.causal));
   if (options.allow_tail_split) {
     plan.tail = tail_split_for_run(plan.gate.family, p, plan.tiles, device.sm_count,
                                    plan.num_splits);

@@ -115,6 +115,17 @@ TEST(Plan, CausalCallsLaunchedABlockPerTileChooseTheirHeightByRows) {
   EXPECT_EQ(plan_of(p, 1).tiles.block_m, kHopperTallRows);
 }
 
+TEST(Plan, ChunkedPrefillRunsPersistentAtAnyLength) {
+  // A chunk of 1024 queries against 6000 keys (47 key blocks) runs persistent; the square
+  // causal call of as many keys, and the chunk without the mask, launch a block per tile.
+  const LaunchPlan chunk = plan_of(problem(4, 40, 8, 1024, 6000, 128, true), 1);
+  EXPECT_TRUE(chunk.persistent);
+  EXPECT_EQ(chunk.forward_grid.x, 132);
+  EXPECT_FALSE(chunk.carry);
+  EXPECT_FALSE(plan_of(problem(1, 40, 8, 6000, 6000, 128, true), 1).persistent);
+  EXPECT_FALSE(plan_of(problem(4, 40, 8, 1024, 6000, 128, false), 1).persistent);
+}
+
 TEST(Plan, CausalTilesSideBySideRunInKvGroups) {
   // 192-row causal tiles: persistent ones drawn from a counter, in groups of heads whose keys and
   // values fit kCausalGroupKvBytes; other tiles keep the head-major order.
@@ -133,14 +144,13 @@ TEST(Plan, CausalTilesSideBySideRunInKvGroups) {
 }
 
 TEST(Plan, CausalPingPongTilesLaunchedABlockPerTileRunInKvGroups) {
-  // Causal chunks of 1024 queries against 8k keys on few heads run 128-row tiles a block each:
-  // the SMs take them in the grouped order, every head's longest tiles first, not head after
-  // head.
-  const LaunchPlan plan = plan_of(problem(1, 8, 1, 1024, 8192, 128, true), 1);
+  // 1400 causal queries against 5000 keys on few heads run 128-row tiles a block each: the SMs
+  // take them in the grouped order, every head's longest tiles first, not head after head.
+  const LaunchPlan plan = plan_of(problem(1, 8, 1, 1400, 5000, 128, true), 1);
   ASSERT_EQ(plan.tiles.block_m, kHopperBaseRows);
   ASSERT_FALSE(plan.persistent);
   EXPECT_FALSE(plan.tile_counter);
-  EXPECT_EQ(plan.tile_group, causal_tile_group(8, causal_unit_kv_bytes(8192, 128, 2, 1, 8)));
+  EXPECT_EQ(plan.tile_group, causal_tile_group(8, causal_unit_kv_bytes(5000, 128, 2, 1, 8)));
   EXPECT_EQ(plan.tile_group, 8);
   // Persistent ping-pong launches keep the head-major order their static walk is tuned to.
   const LaunchPlan persistent = plan_of(problem(1, 8, 1, 4096, 4096, 128, true), 1);
