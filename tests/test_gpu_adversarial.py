@@ -9,7 +9,8 @@ import sys
 import pytest
 import torch
 
-from test_gpu_common import DTYPE_IDS, DTYPES, assert_native, requires_native  # noqa: F401
+from test_gpu_common import (DTYPE_IDS, DTYPES, assert_native, requires_hopper,  # noqa: F401
+                             requires_native)
 
 from accuracy import assert_within_tolerance, naive_pair  # noqa: E402
 
@@ -43,3 +44,23 @@ def test_adversarial_scores_are_as_accurate_as_random_ones(dtype, d, causal, sha
         what = f"{kind} {shape} d={d} causal={causal} G={num_splits}"
         assert_within_tolerance(out, high[0], low[0], dtype, what + " out")
         assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
+
+
+@requires_hopper
+@pytest.mark.parametrize("kind", ["rising", "falling", "sink"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_tall_d128_tiles_hold_adversarial_scores_in_place(dtype, kind):
+    """The 192-row d=128 tiles without the mask keep their probabilities in fp32 in place
+    (OnlineSoftmax::hold_in_place, with the warpgroup's vote and a second Q K^T where a warp's
+    cannot be held): the same accuracy on adversarial data. 48 heads of 1536 rows fill more
+    waves with 128-row tiles than with 192-row ones, so the plan runs the tall tiles."""
+    b, sq, sk, h, hk = 1, 1536, 1536, 48, 48
+    q, k, v = T.adversarial_qkv(torch, kind, b, h, hk, sq, sk, 128, dtype, seed=7)
+    decision = flashsplit.explain(q, k, v)
+    assert decision["kernel"] == "hopper_wgmma" and decision["details"]["block_m"] == 192, \
+        decision
+    high, low = naive_pair(q, k, v)
+    out, lse, _ = flashsplit.flash_attn_func(q, k, v, return_attn_probs=True, strict=True)
+    what = f"{kind} tall d=128"
+    assert_within_tolerance(out, high[0], low[0], dtype, what + " out")
+    assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")

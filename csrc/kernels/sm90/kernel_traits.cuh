@@ -140,12 +140,13 @@ struct FwdKernelTraits {
   static constexpr bool kRotate = Causal && !Tiles::kOverlap;
   // Probabilities at the running max (OnlineSoftmax::at_running_max): on the d=64 tiles side
   // by side, the unmasked ping-pong tiles and the masked ones from d=192 (measured 2-6% faster
-  // with the mask from 2k keys, where blocks are 112 and 80 keys). On the 192-row d=128 tiles the scores kept beside
-  // P and O spilled their 160 registers: there OnlineSoftmax::with_max takes the probabilities
-  // at the running max in place, and where a warp's could pass the bound the warpgroup computes
-  // S again (kRecomputeScores, the side-by-side loop). Only without the mask, where every block
-  // after a consumer's first gives each row a max, and not in the split form (split calls at
-  // d=128 run 128-row tiles) nor the tail kernel (both spilled).
+  // with the mask from 2k keys, where blocks are 112 and 80 keys). On the 192-row d=128 tiles
+  // the scores kept beside P and O spilled their 160 registers: there OnlineSoftmax::with_max
+  // takes the probabilities at the running max in place, and where a warp's could pass the
+  // bound even after OnlineSoftmax::move_base the warpgroup computes S again
+  // (kRecomputeScores, the side-by-side loop). Only without the mask, where every block after a
+  // consumer's first gives each row a max, and not in the split form (split calls at d=128 run
+  // 128-row tiles) nor the tail kernel (both spilled).
   static constexpr bool kRecomputeScores = !Tiles::kOverlap && D == 128 && !Causal && !Split &&
                                            !TailPass;
   static constexpr bool kFastProbabilities =

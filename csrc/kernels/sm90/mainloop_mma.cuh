@@ -248,6 +248,9 @@ struct FwdConsumer {
       float sum[2];
       if (Kt::kFastProbabilities && softmax.at_running_max(s, pa, sum)) {
         softmax.add_to_row_sums(sum);
+      } else if (Kt::kFastProbabilities && softmax.hold_in_p(pa, sum)) {
+        softmax.add_to_row_sums(sum);
+        softmax.rescale_o(o);
       } else {
         softmax.with_max(s);
         softmax.rescale_o(o);
@@ -263,24 +266,27 @@ struct FwdConsumer {
     ring.advance();
   }
   // kRecomputeScores: after this consumer's first block of the tile, the probabilities at the
-  // running max; where a warp's could pass the bound, the warpgroup computes S again (K and Q
-  // are freed only after the vote) and takes the block's max. One call site of the softmax for
-  // both, so ptxas lays out S, P and O as for the plain softmax (with two, or with
-  // at_running_max's P beside the scores, it spilled).
+  // running max. Where a warp's could pass the bound it moves its base in place
+  // (OnlineSoftmax::hold_in_place); where a warp's cannot be held even so, the warpgroup
+  // computes S again (K and Q are freed only after the votes) and takes the block's max, from
+  // the sums kept before the block and O, both brought to the warp's base (rescale[] is 1 where
+  // it stayed). One call site of the softmax for both, so ptxas lays out S, P and O as for the
+  // plain softmax (with two, or with at_running_max's P beside the scores, it spilled).
   __device__ __forceinline__ void softmax_with_vote(int n, int visible_end) {
     fence_accumulators(s);
     prepare_scores(n);
     const float kept_sum[2] = {softmax.row_sum[0], softmax.row_sum[1]};
+    const int vote = named_barrier_id(FwdNamedBarrier::kRecomputeVote, th.consumer);
     for (bool at_running_max = n != visible_end - 1 && softmax.running_max_pays();;
          at_running_max = false) {
       const bool bounded = softmax.with_max(s, at_running_max);
-      if (!at_running_max ||
-          !named_barrier_any(named_barrier_id(FwdNamedBarrier::kRecomputeVote, th.consumer), 128,
-                             !bounded))
+      if (!at_running_max || !named_barrier_any(vote, 128, !bounded) ||
+          !named_barrier_any(vote, 128, !softmax.hold_in_place(s, bounded)))
         break;
       ++softmax.running_max_misses;
-      softmax.row_sum[0] = kept_sum[0];
-      softmax.row_sum[1] = kept_sum[1];
+      softmax.row_sum[0] = kept_sum[0] * softmax.rescale[0];
+      softmax.row_sum[1] = kept_sum[1] * softmax.rescale[1];
+      softmax.rescale_o(o);
       wgmma_fence();
       issue_qk(ring.stage);
       wgmma_wait<0>();
@@ -348,12 +354,14 @@ struct FwdConsumer {
     float sum[2];
     const bool at_running_max =
         Kt::kFastProbabilities && softmax.at_running_max(s, p_next, sum);
-    if (at_running_max)
+    const bool held = at_running_max || (Kt::kFastProbabilities && softmax.hold_in_p(p_next, sum));
+    if (held)
       softmax.add_to_row_sums(sum);
     else
       softmax.with_max(s);
     pv_landed(prev.stage);
-    if (at_running_max) {
+    if (held) {
+      if (!at_running_max) softmax.rescale_o(o);
       take_next_p(p_next);
     } else {
       softmax.rescale_o(o);

@@ -6,12 +6,38 @@
 #include <math.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/online_softmax.h"
 #include "kernels/fwd_common.cuh"
 
 namespace flashsplit {
 namespace sm90 {
+
+// Two packed 16-bit probabilities times a power of two (exact where they stay normal).
+template <class Elem>
+__device__ __forceinline__ uint32_t scale2(uint32_t packed, float factor) {
+  if constexpr (std::is_same<Elem, gpu_bf16_t>::value) {
+    __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&packed);
+    v = __hmul2(v, __float2bfloat162_rn(factor));
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = *reinterpret_cast<const __half2*>(&packed);
+    v = __hmul2(v, __float2half2_rn(factor));
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// The sum of two packed 16-bit probabilities, as P V weighs them.
+template <class Elem>
+__device__ __forceinline__ float sum2(uint32_t packed) {
+  if constexpr (std::is_same<Elem, gpu_bf16_t>::value) {
+    return __uint_as_float(packed << 16) + __uint_as_float(packed & 0xffff0000u);
+  } else {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&packed));
+    return f.x + f.y;
+  }
+}
 
 // Registers 4j + 2r + {0, 1} of S (and of O) belong to the thread's row r (of two).
 template <class Kt>
@@ -27,15 +53,23 @@ struct OnlineSoftmax {
   const float scale_log2;
   float row_sum[2];  // this thread's partial; quad-reduced at the end
   float row_max[2];  // of the raw scores (sign-flipped if scale < 0)
-  float rescale[2];  // what O is multiplied by (rescale_o) after with_max
-  // The tries of probabilities at the running max first (at_running_max, the recompute vote)
-  // that failed in this tile: after kRunningMaxMisses of them, the tile's later blocks take
-  // their max straight away, so scores that rise along the walk (the max moves on every block)
-  // pay for two failed tries per tile instead of one per block, while random scores, whose
-  // rare misses come early in a tile, keep the fast path. Only the side-by-side tiles count
-  // misses: theirs cost the most (a second Q K^T on the d=128 tiles); the ping-pong tiles'
-  // max lags the block's by design, and a miss there costs only the exponentials again.
-  // Warp-uniform (warpgroup-uniform where the vote counts).
+  float rescale[2];  // what O is multiplied by (rescale_o) after with_max or move_base
+  // The largest partial row sum a miss of the probabilities at the running max is repaired
+  // from (can_move_base): its probabilities are finite in P's type and 2^-k scales them exactly
+  // (fp16 P reaches 65504 and 2^-14 is its smallest normal power of two).
+  static constexpr bool kBf16 = std::is_same<Elem, gpu_bf16_t>::value;
+  static constexpr float kShiftableSum = kBf16 ? 0x1p100f : 0x1p13f;
+  // How far below 1 a repaired row's largest probability goes, in log2 units: scores that keep
+  // rising then pass the bound again only after kShiftHeadroom + kMaxSlackLog2 more (bf16 P
+  // keeps 2^-126; fp16 P's range has no room to spare).
+  static constexpr int kShiftHeadroom = kBf16 ? 32 : 0;
+  static constexpr float kHeadroomFactor = kBf16 ? 0x1p-32f : 1.f;  // 2^-kShiftHeadroom
+  // The tries of probabilities at the running max that failed in this tile and could not be
+  // repaired: after kRunningMaxMisses of them, the tile's later blocks take their max straight
+  // away, so scores that jump past kShiftableSum on every block pay for two failed tries per
+  // tile instead of one per block. Only the side-by-side tiles count them: theirs cost the most
+  // (a second Q K^T on the d=128 tiles); on the ping-pong tiles a miss costs only the
+  // exponentials again. Warp-uniform (warpgroup-uniform where the vote counts).
   static constexpr int kRunningMaxMisses = kOverlap ? 1 << 30 : 2;
   int running_max_misses = 0;
   __device__ __forceinline__ bool running_max_pays() const {
@@ -54,8 +88,8 @@ struct OnlineSoftmax {
 
   // Prepared scores (mask.cuh) -> probabilities (in s), running max and sum, and rescale[] for
   // O. at_running_max (without overlap): the block's max is not taken, the probabilities are at
-  // the running max; returns whether the thread's partial sums of both rows, and so each of its
-  // probabilities, stay within kMaxSlack (see at_running_max).
+  // the running max; returns whether the thread's partial sums of both rows, and so each of
+  // its probabilities, stay within kMaxSlack (where not, see hold_in_place).
   __device__ __forceinline__ bool with_max(float (&s)[kBlockN / 2], bool at_running_max = false) {
     bool bounded = true;
 #pragma unroll
@@ -101,17 +135,50 @@ struct OnlineSoftmax {
     return bounded;
   }
 
+  // After with_max(s, at_running_max) missed the bound in some warp of the warpgroup (bounded:
+  // this thread's verdict): a warp whose probabilities passed it moves its rows' base in
+  // place, as a repaired at_running_max does (move_base). The fp32 probabilities are at hand,
+  // so each row whose largest one (quad-reduced) passed 1 takes it to 2^-kShiftHeadroom,
+  // which P holds exactly, as the block's max would have at 1: a key that outweighs all others
+  // (an attention sink) then weighs the same in P as in the sum. row_sum holds the block's sum
+  // already and scales with it. Returns whether the warp's probabilities hold (false only where
+  // can_move_base refuses: the caller computes the scores again). Warp-uniform.
+  __device__ __forceinline__ bool hold_in_place(float (&s)[kBlockN / 2], bool bounded) {
+    if (__all_sync(0xffffffffu, bounded)) return true;
+    float largest[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      largest[r] = 0.f;
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j)
+        largest[r] = fmaxf(largest[r], fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+      largest[r] = quad_max(largest[r]);
+    }
+    if (!can_move_base(largest)) return false;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float factor = largest[r] > 1.f ? __fdividef(kHeadroomFactor, largest[r]) : 1.f;
+      move_base(r, factor);
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+        s[4 * j + 2 * r] *= factor;
+        s[4 * j + 2 * r + 1] *= factor;
+      }
+    }
+    return true;
+  }
+
   // After a row's first block its max rarely moves by much, so the block's max, its reduction
   // across the quad and the max's update are mostly work done for nothing: here the
   // probabilities are taken at the running max instead, straight into P (dst), the scores kept,
-  // and a thread's partial row sums bound each of its probabilities. Where one could pass
-  // kMaxSlack, or a row of the warp has no max yet (-inf: its first block), returns false with
-  // the scores intact, and the caller runs with_max. Without overlap that is with_max's own
-  // slack rule (the same bits wherever the max stays); with overlap the max now lags by up to
-  // kMaxSlackLog2 too, and O needs no rescale where it does. Measured +9-12% on the d=64 tiles
-  // side by side and +6% on d=128 ping-pong tiles of 8 key blocks, even at 4. Not on causal
-  // ping-pong tiles (3-4% slower at 512 rows, even at 1024: most of their blocks are a tile's
-  // first, or masked). The caller adds `sum` to the row sums where it returns true.
+  // and a thread's partial row sums bound each of its probabilities. Returns false where one
+  // could pass kMaxSlack (the caller tries hold_in_p, then with_max), or a row of the warp has
+  // no max yet (-inf: its first block). Without overlap that is with_max's own slack rule (the
+  // same bits wherever the max stays); with overlap the max now lags by up to kMaxSlackLog2
+  // too, and O needs no rescale where it does. Measured +9-12% on the d=64 tiles side by side
+  // and +6% on d=128 ping-pong tiles of 8 key blocks, even at 4. Not on causal ping-pong tiles
+  // (3-4% slower at 512 rows, even at 1024: most of their blocks are a tile's first, or
+  // masked). The caller adds `sum` to the row sums where it returns true.
   __device__ __forceinline__ bool at_running_max(const float (&s)[kBlockN / 2],
                                                  uint32_t (&dst)[kBlockN / 16][4],
                                                  float (&sum)[2]) {
@@ -131,10 +198,61 @@ struct OnlineSoftmax {
         dst[j / 2][2 * (j % 2) + r] = pack2<Elem>(p0, p1);
       }
     }
-    // (NaN fails the test too; with_max then handles it as before.)
-    const bool bounded = !__any_sync(0xffffffffu, !(sum[0] <= kMaxSlack && sum[1] <= kMaxSlack));
-    if constexpr (!kOverlap) running_max_misses += bounded ? 0 : 1;
-    return bounded;
+    // (NaN fails the test too; hold_in_p does not take it: with_max handles it as before.)
+    return !__any_sync(0xffffffffu, !(sum[0] <= kMaxSlack && sum[1] <= kMaxSlack));
+  }
+
+  // After at_running_max returned false: where it took the probabilities and a row's passed
+  // the bound, each such row scales its P by the power of two that brings them under
+  // 2^-kShiftHeadroom, exactly (move_base: O must take rescale[] once no P V reads it), and
+  // sums them again as P holds them (rounded to Elem): its new max is no longer a probability
+  // of exactly 1, and where one key outweighs all others (an attention sink) the output is that
+  // key's value only if the sum counts the same rounded weight as P does. Returns whether P
+  // holds (the caller adds `sum` to the row sums); where not, the scores are intact and the
+  // caller runs with_max. Warp-uniform.
+  __device__ __forceinline__ bool hold_in_p(uint32_t (&dst)[kBlockN / 16][4], float (&sum)[2]) {
+    if (!running_max_pays() ||
+        __any_sync(0xffffffffu, row_max[0] == -INFINITY || row_max[1] == -INFINITY))
+      return false;
+    const float bound[2] = {quad_max(sum[0]), quad_max(sum[1])};
+    if (!can_move_base(bound)) {
+      if constexpr (!kOverlap) ++running_max_misses;
+      return false;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      // 2^-k, k = floor(log2(bound)) + 1 + kShiftHeadroom from the exponent bits.
+      const int k = (__float_as_int(bound[r]) >> 23) - 126 + kShiftHeadroom;
+      const float factor = bound[r] > kMaxSlack ? __int_as_float((127 - k) << 23) : 1.f;
+      move_base(r, factor);
+      sum[r] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        dst[kk][r] = scale2<Elem>(dst[kk][r], factor);
+        dst[kk][2 + r] = scale2<Elem>(dst[kk][2 + r], factor);
+        sum[r] += sum2<Elem>(dst[kk][r]) + sum2<Elem>(dst[kk][2 + r]);
+      }
+    }
+    return true;
+  }
+
+  // A miss of the probabilities at the running max (a row's could pass kMaxSlack), repaired
+  // without taking them again: the row's base moves up, so that its probabilities, what it has
+  // summed and O (rescale[]) are multiplied by a factor that brings them under
+  // 2^-kShiftHeadroom (hold_in_p, hold_in_place). Scores rising along the walk, which move the
+  // max on every block, then cost a few multiplies per move instead of the probabilities
+  // again (or a second Q K^T). Possible unless a row of the warp has no max yet or its bound
+  // (quad-reduced: the block's partial sums, or its largest probability) passes kShiftableSum
+  // (or is NaN). Warp-uniform.
+  __device__ __forceinline__ bool can_move_base(const float (&bound)[2]) const {
+    return __all_sync(0xffffffffu, bound[0] <= kShiftableSum && bound[1] <= kShiftableSum &&
+                                       row_max[0] != -INFINITY && row_max[1] != -INFINITY);
+  }
+  // Row r's base moves up by log2(1 / factor): its sum and O (rescale_o) take the factor.
+  __device__ __forceinline__ void move_base(int r, float factor) {
+    row_max[r] -= __fdividef(approx_log2(factor), scale_log2);
+    row_sum[r] *= factor;
+    rescale[r] = factor;
   }
 
   __device__ __forceinline__ void add_to_row_sums(const float (&sum)[2]) {
