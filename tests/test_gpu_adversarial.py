@@ -64,3 +64,30 @@ def test_tall_d128_tiles_hold_adversarial_scores_in_place(dtype, kind):
     what = f"{kind} tall d=128"
     assert_within_tolerance(out, high[0], low[0], dtype, what + " out")
     assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
+
+
+@requires_hopper
+def test_tall_d128_tiles_recompute_where_some_warps_cannot_hold():
+    """fp16 sink rows of two strengths, alternating every 16 rows (one warp's rows): the weak
+    sinks pass the bound but can be held by moving the base (hold_in_place), the strong ones
+    cannot (their sums pass fp16 P's range), so in one warpgroup some warps have moved their
+    base when the vote asks for Q K^T again. The kept sums and O must follow each warp's base."""
+    b, sq, sk, h, hk, d = 1, 1536, 1536, 48, 48, 128
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(11)
+    u = torch.randn(d, device="cuda", generator=gen)
+    u = u * (d ** 0.5 / u.norm())
+    strength = torch.where((torch.arange(sq, device="cuda") // 16) % 2 == 0, 1.0, 0.25)
+    q = 0.25 * torch.randn(b, sq, h, d, device="cuda", generator=gen) + \
+        strength[None, :, None, None] * u
+    k = 0.25 * torch.randn(b, sk, hk, d, device="cuda", generator=gen)
+    k[:, 0] += (30.0 / d ** 0.5) * u
+    v = torch.randn(b, sk, hk, d, device="cuda", generator=gen)
+    q, k, v = (x.to(torch.float16) for x in (q, k, v))
+    decision = flashsplit.explain(q, k, v)
+    assert decision["kernel"] == "hopper_wgmma" and decision["details"]["block_m"] == 192, \
+        decision
+    high, low = naive_pair(q, k, v)
+    out, lse, _ = flashsplit.flash_attn_func(q, k, v, return_attn_probs=True, strict=True)
+    assert_within_tolerance(out, high[0], low[0], torch.float16, "mixed sinks out")
+    assert_within_tolerance(lse, high[1], low[1], torch.float16, "mixed sinks lse")
