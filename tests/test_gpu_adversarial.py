@@ -91,3 +91,27 @@ def test_tall_d128_tiles_recompute_where_some_warps_cannot_hold():
     out, lse, _ = flashsplit.flash_attn_func(q, k, v, return_attn_probs=True, strict=True)
     assert_within_tolerance(out, high[0], low[0], torch.float16, "mixed sinks out")
     assert_within_tolerance(lse, high[1], low[1], torch.float16, "mixed sinks lse")
+
+
+@pytest.mark.parametrize("sink", [40.0, 66.0, 100.0], ids=lambda s: f"sink{s:g}")
+@pytest.mark.parametrize("d", [64, 128, 256], ids=lambda d: f"d{d}")
+def test_sinks_far_above_the_running_max(d, sink):
+    """bf16 sinks 58, 95 and 144 log2 units above every other key: the first moves the base of
+    P, the others pass what a move may take (their factor would leave the normal range, or
+    their probabilities fp32's) and take the block's max instead."""
+    b, sq, sk, h, hk = SHAPES["prefill"]
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(int(sink) + d)
+    u = torch.randn(d, device="cuda", generator=gen)
+    u = u * (d ** 0.5 / u.norm())
+    q = 0.25 * torch.randn(b, sq, h, d, device="cuda", generator=gen) + u
+    k = 0.25 * torch.randn(b, sk, hk, d, device="cuda", generator=gen)
+    k[:, 0] += (sink / d ** 0.5) * u
+    v = torch.randn(b, sk, hk, d, device="cuda", generator=gen)
+    q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
+    high, low = naive_pair(q, k, v)
+    assert_native(q, k, v)
+    out, lse, _ = flashsplit.flash_attn_func(q, k, v, return_attn_probs=True, strict=True)
+    what = f"sink {sink} d={d}"
+    assert_within_tolerance(out, high[0], low[0], torch.bfloat16, what + " out")
+    assert_within_tolerance(lse, high[1], low[1], torch.bfloat16, what + " lse")

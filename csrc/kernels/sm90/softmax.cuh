@@ -55,10 +55,11 @@ struct OnlineSoftmax {
   float row_max[2];  // of the raw scores (sign-flipped if scale < 0)
   float rescale[2];  // what O is multiplied by (rescale_o) after with_max or move_base
   // The largest partial row sum a miss of the probabilities at the running max is repaired
-  // from (can_move_base): its probabilities are finite in P's type and 2^-k scales them exactly
-  // (fp16 P reaches 65504 and 2^-14 is its smallest normal power of two).
+  // from (can_move_base): its probabilities are finite in P's type and the factor that moves
+  // them under 2^-kShiftHeadroom stays a normal number (bf16: at least 2^-97; fp16 P reaches
+  // 65504 and 2^-14 is its smallest normal power of two).
   static constexpr bool kBf16 = std::is_same<Elem, gpu_bf16_t>::value;
-  static constexpr float kShiftableSum = kBf16 ? 0x1p100f : 0x1p13f;
+  static constexpr float kShiftableSum = kBf16 ? 0x1p64f : 0x1p13f;
   // How far below 1 a repaired row's largest probability goes, in log2 units: scores that keep
   // rising then pass the bound again only after kShiftHeadroom + kMaxSlackLog2 more (bf16 P
   // keeps 2^-126; fp16 P's range has no room to spare).
