@@ -111,6 +111,29 @@ def test_kvcache_decode_appends_and_attends(dtype, d, paged, sq):
                 assert (kc[i, lens[i] + sq:] == POISON).all(), what + ": cache past the append"
 
 
+@pytest.mark.parametrize("sq", [6, 8])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_multi_token_decode_on_narrow_row_tiles(dtype, d, causal, sq):
+    """6 or 8 query tokens of a group of 4 (24 or 32 packed rows): on NVIDIA's portable kernels
+    two narrow row tiles per (batch, k/v head), the second one partly padding."""
+    b, sk, h, hk = 3, 3000, 32, 8
+    gen = torch.Generator().manual_seed(d + sq)
+    q, k, v = (torch.randn(b, n, heads, d, generator=gen).to("cuda", dtype)
+               for n, heads in ((sq, h), (sk, hk), (sk, hk)))
+    decision = flashsplit.explain(q, k, v, causal=causal)
+    if decision["kernel"] == "portable_mma":
+        assert decision["details"]["block_m"] == 16, decision
+    high, low = naive_pair(q, k, v, causal=causal)
+    for num_splits in SPLITS:
+        out, lse, _ = flashsplit.flash_attn_func(q, k, v, causal=causal, num_splits=num_splits,
+                                                 return_attn_probs=True, strict=True)
+        what = f"sq={sq} causal={causal} G={num_splits}"
+        assert_within_tolerance(out, high[0], low[0], dtype, what + " out")
+        assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
+
+
 def test_kvcache_cache_batch_index_picks_rows():
     b, s, h, hk, d = 3, 512, 8, 8, 128
     gen = torch.Generator().manual_seed(5)

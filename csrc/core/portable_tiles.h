@@ -33,6 +33,18 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
   }
 }
 
+// Whether the sm80 policy runs a problem on its narrow tile. Beyond decode (at most
+// kNarrowMaxRows packed rows), contiguous k/v of up to kSm80NarrowMaxRows packed rows
+// (multi-token decode: 8 query tokens of a group of 4) run it too, as two row tiles of a
+// (batch, k/v head) that read its keys together: measured 8-13% faster than one 128-row wide
+// tile, most of whose rows are padding (3 shapes of 32 packed rows, H100). At 64 packed rows
+// the four row tiles ran 1.5x slower than the wide tile, and over paged k/v, whose narrow walk
+// costs more per key, two of three 32-row shapes ran 5-12% slower, so those keep the wide tile.
+constexpr long long kSm80NarrowMaxRows = 32;
+constexpr bool sm80_uses_narrow_tiles(long long sq, long long h, long long hk, bool paged) {
+  return packed_rows(sq, h, hk) <= (paged ? kNarrowMaxRows : kSm80NarrowMaxRows);
+}
+
 // Dynamic shared memory of a block of the sm80 policy's tiles: Q and two stages of (K, V), in
 // 16-bit elements (the page-table slots of a paged call come on top, a few hundred bytes).
 constexpr long long portable_smem_bytes(const TileConfig& tiles, int head_dim) {

@@ -12,6 +12,7 @@
 #include "build_info.h"
 #include "core/gate.h"
 #include "core/plan.h"
+#include "core/portable_tiles.h"
 #include "core/problem.h"
 #include "core/split_heuristic.h"
 #include "core/tiles.h"
@@ -372,7 +373,14 @@ void bind_gate_and_plan(py::module_& h) {
 void bind_split_rules(py::module_& h) {
   h.def("use_narrow_tiles",
         [](const AttnProblem& p) { return use_narrow_tiles(p.sq, p.h, p.hk); },
-        "Whether the portable kernels run the problem on their narrow (decode) tiles.",
+        "Whether the portable kernels run the problem on their narrow (decode) tiles at most.",
+        py::arg("problem"));
+  h.def("sm80_uses_narrow_tiles",
+        [](const AttnProblem& p) {
+          return sm80_uses_narrow_tiles(p.sq, p.h, p.hk, p.page_size > 0);
+        },
+        "Whether the sm80 policy runs the problem on its narrow tile (also multi-token decode "
+        "of up to 32 packed rows over contiguous k/v).",
         py::arg("problem"));
 
   h.def("tiles_for",

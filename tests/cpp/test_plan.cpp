@@ -172,6 +172,23 @@ TEST(Plan, PortableGridPacksHeadsAndSplits) {
   EXPECT_FALSE(plan.tail.active());
 }
 
+TEST(Plan, MultiTokenDecodeOfUpTo32PackedRowsRunsTheNarrowTileOverContiguousKv) {
+  // 8 query tokens of a group of 4: 32 packed rows, two narrow row tiles per k/v head.
+  AttnProblem p = problem(8, 32, 8, 8, 16384, 128, false);
+  const LaunchPlan contiguous = plan_of(p);
+  ASSERT_EQ(contiguous.gate.family, KernelFamily::kPortableMma);
+  EXPECT_EQ(contiguous.tiles.block_m, portable_tile_config(128, true).block_m);
+  EXPECT_EQ(contiguous.forward_grid.x, 2);
+  // 64 packed rows, or the same 32 over paged k/v: the wide tile.
+  EXPECT_EQ(plan_of(problem(8, 32, 8, 16, 16384, 128, false)).tiles.block_m,
+            portable_tile_config(128).block_m);
+  p.per_sequence = true;
+  p.page_size = 64;
+  const LaunchPlan paged = plan_of(p);
+  ASSERT_TRUE(paged.gate.ok && paged.paged);
+  EXPECT_EQ(paged.tiles.block_m, portable_tile_config(128).block_m);
+}
+
 TEST(Plan, PortableGridFoldsPairsPastTheGridLimitIntoY) {
   // 8192 sequences x 8 k/v heads = 65536 (batch, k/v head) pairs: one more than z holds.
   const AttnProblem p = problem(8192, 32, 8, 1, 300, 128, false);
