@@ -64,7 +64,7 @@ struct OnlineSoftmax {
   // rising then pass the bound again only after kShiftHeadroom + kMaxSlackLog2 more (bf16 P
   // keeps 2^-126; fp16 P's range has no room to spare).
   static constexpr int kShiftHeadroom = kBf16 ? 32 : 0;
-  static constexpr float kHeadroomFactor = kBf16 ? 0x1p-32f : 1.f;  // 2^-kShiftHeadroom
+  static constexpr float kHeadroomFactor = 1.f / static_cast<float>(1ull << kShiftHeadroom);
   // The tries of probabilities at the running max that failed in this tile and could not be
   // repaired: after kRunningMaxMisses of them, the tile's later blocks take their max straight
   // away, so scores that jump past kShiftableSum on every block pay for two failed tries per
@@ -75,6 +75,12 @@ struct OnlineSoftmax {
   int running_max_misses = 0;
   __device__ __forceinline__ bool running_max_pays() const {
     return running_max_misses < kRunningMaxMisses;
+  }
+  // Whether at_running_max takes the probabilities: the tile still tries, and every row of the
+  // warp has a max (-inf: its first block).
+  __device__ __forceinline__ bool running_max_usable() const {
+    return running_max_pays() &&
+           !__any_sync(0xffffffffu, row_max[0] == -INFINITY || row_max[1] == -INFINITY);
   }
 
   __device__ __forceinline__ explicit OnlineSoftmax(float softmax_scale)
@@ -183,9 +189,7 @@ struct OnlineSoftmax {
   __device__ __forceinline__ bool at_running_max(const float (&s)[kBlockN / 2],
                                                  uint32_t (&dst)[kBlockN / 16][4],
                                                  float (&sum)[2]) {
-    if (!running_max_pays() ||
-        __any_sync(0xffffffffu, row_max[0] == -INFINITY || row_max[1] == -INFINITY))
-      return false;
+    if (!running_max_usable()) return false;
     const float base[2] = {softmax_base_seen(row_max[0], scale_log2),
                            softmax_base_seen(row_max[1], scale_log2)};
     sum[0] = sum[1] = 0.f;
@@ -212,9 +216,7 @@ struct OnlineSoftmax {
   // holds (the caller adds `sum` to the row sums); where not, the scores are intact and the
   // caller runs with_max. Warp-uniform.
   __device__ __forceinline__ bool hold_in_p(uint32_t (&dst)[kBlockN / 16][4], float (&sum)[2]) {
-    if (!running_max_pays() ||
-        __any_sync(0xffffffffu, row_max[0] == -INFINITY || row_max[1] == -INFINITY))
-      return false;
+    if (!running_max_usable()) return false;
     const float bound[2] = {quad_max(sum[0]), quad_max(sum[1])};
     if (!can_move_base(bound)) {
       if constexpr (!kOverlap) ++running_max_misses;
