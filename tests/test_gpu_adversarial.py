@@ -46,24 +46,46 @@ def test_adversarial_scores_are_as_accurate_as_random_ones(dtype, d, causal, sha
         assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
 
 
+def _sink_qkv(b, sq, sk, h, hk, d, sink, lean, dtype, seed):
+    """(q, k, v): key 0 scores about `sink` above every other key for a query row leaning
+    along u with weight `lean` (a scalar, or one per query row), the rest random."""
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed)
+    u = torch.randn(d, device="cuda", generator=gen)
+    u = u * (d ** 0.5 / u.norm())
+    lean = torch.as_tensor(lean, device="cuda").reshape(-1, 1, 1)
+    q = 0.25 * torch.randn(b, sq, h, d, device="cuda", generator=gen) + lean * u
+    k = 0.25 * torch.randn(b, sk, hk, d, device="cuda", generator=gen)
+    k[:, 0] += (sink / d ** 0.5) * u
+    v = torch.randn(b, sk, hk, d, device="cuda", generator=gen)
+    return tuple(x.to(dtype) for x in (q, k, v))
+
+
+# 48 heads of 1536 rows fill more waves with 128-row tiles than with 192-row ones, so the plan
+# runs the tall tiles at d=128 without the mask.
+TALL = (1, 1536, 1536, 48, 48)  # (b, sq, sk, h, hk)
+
+
+def _assert_tall_d128_accurate(q, k, v, dtype, what):
+    decision = flashsplit.explain(q, k, v)
+    assert decision["kernel"] == "hopper_wgmma" and decision["details"]["block_m"] == 192, \
+        decision
+    high, low = naive_pair(q, k, v)
+    out, lse, _ = flashsplit.flash_attn_func(q, k, v, return_attn_probs=True, strict=True)
+    assert_within_tolerance(out, high[0], low[0], dtype, what + " out")
+    assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
+
+
 @requires_hopper
 @pytest.mark.parametrize("kind", ["rising", "falling", "sink"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_tall_d128_tiles_hold_adversarial_scores_in_place(dtype, kind):
     """The 192-row d=128 tiles without the mask keep their probabilities in fp32 in place
     (OnlineSoftmax::hold_in_place, with the warpgroup's vote and a second Q K^T where a warp's
-    cannot be held): the same accuracy on adversarial data. 48 heads of 1536 rows fill more
-    waves with 128-row tiles than with 192-row ones, so the plan runs the tall tiles."""
-    b, sq, sk, h, hk = 1, 1536, 1536, 48, 48
+    cannot be held): the same accuracy on adversarial data."""
+    b, sq, sk, h, hk = TALL
     q, k, v = T.adversarial_qkv(torch, kind, b, h, hk, sq, sk, 128, dtype, seed=7)
-    decision = flashsplit.explain(q, k, v)
-    assert decision["kernel"] == "hopper_wgmma" and decision["details"]["block_m"] == 192, \
-        decision
-    high, low = naive_pair(q, k, v)
-    out, lse, _ = flashsplit.flash_attn_func(q, k, v, return_attn_probs=True, strict=True)
-    what = f"{kind} tall d=128"
-    assert_within_tolerance(out, high[0], low[0], dtype, what + " out")
-    assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
+    _assert_tall_d128_accurate(q, k, v, dtype, f"{kind} tall d=128")
 
 
 @requires_hopper
@@ -72,25 +94,10 @@ def test_tall_d128_tiles_recompute_where_some_warps_cannot_hold():
     sinks pass the bound but can be held by moving the base (hold_in_place), the strong ones
     cannot (their sums pass fp16 P's range), so in one warpgroup some warps have moved their
     base when the vote asks for Q K^T again. The kept sums and O must follow each warp's base."""
-    b, sq, sk, h, hk, d = 1, 1536, 1536, 48, 48, 128
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(11)
-    u = torch.randn(d, device="cuda", generator=gen)
-    u = u * (d ** 0.5 / u.norm())
-    strength = torch.where((torch.arange(sq, device="cuda") // 16) % 2 == 0, 1.0, 0.25)
-    q = 0.25 * torch.randn(b, sq, h, d, device="cuda", generator=gen) + \
-        strength[None, :, None, None] * u
-    k = 0.25 * torch.randn(b, sk, hk, d, device="cuda", generator=gen)
-    k[:, 0] += (30.0 / d ** 0.5) * u
-    v = torch.randn(b, sk, hk, d, device="cuda", generator=gen)
-    q, k, v = (x.to(torch.float16) for x in (q, k, v))
-    decision = flashsplit.explain(q, k, v)
-    assert decision["kernel"] == "hopper_wgmma" and decision["details"]["block_m"] == 192, \
-        decision
-    high, low = naive_pair(q, k, v)
-    out, lse, _ = flashsplit.flash_attn_func(q, k, v, return_attn_probs=True, strict=True)
-    assert_within_tolerance(out, high[0], low[0], torch.float16, "mixed sinks out")
-    assert_within_tolerance(lse, high[1], low[1], torch.float16, "mixed sinks lse")
+    b, sq, sk, h, hk = TALL
+    lean = torch.where((torch.arange(sq) // 16) % 2 == 0, 1.0, 0.25)
+    q, k, v = _sink_qkv(b, sq, sk, h, hk, 128, 30.0, lean, torch.float16, seed=11)
+    _assert_tall_d128_accurate(q, k, v, torch.float16, "mixed sinks")
 
 
 @pytest.mark.parametrize("sink", [40.0, 66.0, 100.0], ids=lambda s: f"sink{s:g}")
@@ -100,15 +107,7 @@ def test_sinks_far_above_the_running_max(d, sink):
     P, the others pass what a move may take (their factor would leave the normal range, or
     their probabilities fp32's) and take the block's max instead."""
     b, sq, sk, h, hk = SHAPES["prefill"]
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(int(sink) + d)
-    u = torch.randn(d, device="cuda", generator=gen)
-    u = u * (d ** 0.5 / u.norm())
-    q = 0.25 * torch.randn(b, sq, h, d, device="cuda", generator=gen) + u
-    k = 0.25 * torch.randn(b, sk, hk, d, device="cuda", generator=gen)
-    k[:, 0] += (sink / d ** 0.5) * u
-    v = torch.randn(b, sk, hk, d, device="cuda", generator=gen)
-    q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
+    q, k, v = _sink_qkv(b, sq, sk, h, hk, d, sink, 1.0, torch.bfloat16, seed=int(sink) + d)
     high, low = naive_pair(q, k, v)
     assert_native(q, k, v)
     out, lse, _ = flashsplit.flash_attn_func(q, k, v, return_attn_probs=True, strict=True)
