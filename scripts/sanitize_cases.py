@@ -122,9 +122,16 @@ MEMCHECK_CASES = [
          128),
     Case("bf16-d64-causal-G1-varlen-hopper192", "bf16", 64, True, 2, 1600, 1600, 12, 12, 1,
          "varlen", 192),
+    # Multi-token decode with a GQA group's heads packed into the Hopper tiles' rows (5-D Q box,
+    # rows written at their query and head): two tiles, the second part-full; varlen sequences
+    # of 30, 17 and 4 queries.
+    Case("bf16-d128-causal-G3-hopper-packed", "bf16", 128, True, 2, 40, 500, 8, 2, 3,
+         "contiguous", 128),
+    Case("fp16-d64-full-G1-varlen-hopper-packed", "fp16", 64, False, 3, 30, 300, 16, 2, 1,
+         "varlen", 128),
 ]
-# Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64), the portable
-# wide tile (a short GQA query block) and the narrow tile (decode).
+# Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64, and a short GQA
+# query block packed into its rows), the portable wide tile and the narrow tile (decode).
 RACECHECK_CASES = [
     Case("race-bf16-d64-causal-G2-hopper", "bf16", 64, True, 1, 70, 200, 1, 1, 2, "contiguous"),
     Case("race-bf16-d64-causal-G1-hopper192", "bf16", 64, True, 1, 1536, 256, 12, 12, 1,
@@ -134,7 +141,10 @@ RACECHECK_CASES = [
     # Causal tiles drawn from a counter through the tile ring: 264 tiles of 256 rows, two per SM.
     Case("race-fp16-d64-causal-G1-hopper256-drawn", "fp16", 64, True, 4, 512, 512, 33, 33, 1,
          "contiguous", 256),
-    Case("race-fp16-d64-G2-portable-wide", "fp16", 64, False, 1, 20, 300, 4, 1, 2, "contiguous"),
+    # A group of 6 does not divide the Hopper tile's 128 rows: the portable wide tile packs it.
+    Case("race-fp16-d64-G2-portable-wide", "fp16", 64, False, 1, 20, 300, 6, 1, 2, "contiguous"),
+    Case("race-bf16-d128-causal-G2-hopper-packed", "bf16", 128, True, 1, 9, 300, 32, 8, 2,
+         "contiguous", 128),
     Case("race-fp16-d128-decode-G2-narrow", "fp16", 128, False, 1, 1, 150, 4, 2, 2,
          "contiguous"),
     Case("race-bf16-d96-causal-G1-hopper", "bf16", 96, True, 1, 200, 300, 2, 2, 1, "contiguous"),

@@ -25,7 +25,9 @@ SHAPES = [
     (1, 8, 8, 8192, 8192, 128, True, 0, "one block per tile"),
     (1, 16, 16, 128, 65535, 64, False, 0, "split prefill and the combine"),
     (8, 32, 8, 1, 16384, 128, False, 0, "decode on the narrow portable tile"),
-    (2, 32, 8, 40, 3000, 64, True, 3, "GQA rows packed in portable tiles, forced split"),
+    (2, 32, 8, 40, 3000, 64, True, 3, "GQA rows packed in Hopper tiles, forced split"),
+    (2, 24, 4, 40, 3000, 64, True, 3, "a group of 6 packed in portable tiles, forced split"),
+    (8, 32, 8, 8, 16384, 128, False, 0, "multi-token decode packing a GQA group"),
 ]
 IDS = [s[-1].replace(" ", "-") for s in SHAPES]
 
@@ -79,6 +81,8 @@ def test_the_shapes_cover_every_walk(request):
         plan = flashsplit.explain(q, kv, kv, causal=causal, num_splits=num_splits)
         details = plan["details"]
         seen.add((plan["kernel"], details["block_m"]))
+        if details["packs_heads"]:
+            seen.add(("packs_heads", plan["kernel"]))
         for key in ("carry", "rotate_rounds", "tile_counter", "persistent"):
             if details[key]:
                 seen.add(key)
@@ -91,5 +95,6 @@ def test_the_shapes_cover_every_walk(request):
     expected = {("hopper_wgmma", 128), ("hopper_wgmma", 192), ("hopper_wgmma", 256),
                 ("portable_mma", 16), ("portable_mma", 128), "carry", "rotate_rounds",
                 "tile_counter", "persistent", "tail", ("split", "hopper_wgmma"),
-                ("split", "portable_mma"), "one block per tile"}
+                ("split", "portable_mma"), "one block per tile", ("packs_heads", "hopper_wgmma"),
+                ("packs_heads", "portable_mma")}
     assert expected <= seen, expected - seen

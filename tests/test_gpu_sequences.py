@@ -134,6 +134,65 @@ def test_multi_token_decode_on_narrow_row_tiles(dtype, d, causal, sq):
         assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
 
 
+# (h, hk, sq): a GQA group's heads packed into the Hopper kernel's 128-row tiles, from groups of
+# 2 to 16 (MQA): one tile partly filled, two tiles the second partly, and a tile exactly full.
+PACKED_GROUPS = {"g2-9": (16, 8, 9), "g4-40": (32, 8, 40), "g8-16": (32, 4, 16),
+                 "mqa16-5": (16, 1, 5)}
+
+
+@pytest.mark.parametrize("group", list(PACKED_GROUPS))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_gqa_group_packed_into_tile_rows(dtype, d, causal, group):
+    """Multi-token decode of a GQA group: the group's query heads share a tile's rows (row r:
+    query r / group, head r % group). Dense calls, kv caches with poison past each sequence's
+    keys and new keys appended, and varlen batches with an empty and odd sequences."""
+    h, hk, sq = PACKED_GROUPS[group]
+    gen = torch.Generator().manual_seed(d + sq + h)
+    b, s = 3, 1500
+    q = torch.randn(b, sq, h, d, generator=gen).to("cuda", dtype)
+    k, v = (torch.randn(b, s, hk, d, generator=gen).to("cuda", dtype) for _ in range(2))
+    decision = flashsplit.explain(q, k, v, causal=causal)
+    assert decision["details"]["packs_heads"], decision
+    if decision["kernel"] != PORTABLE:
+        assert decision["details"]["block_m"] == 128, decision
+    high, low = naive_pair(q, k, v, causal=causal)
+    for num_splits in SPLITS:
+        out, lse, _ = flashsplit.flash_attn_func(q, k, v, causal=causal, num_splits=num_splits,
+                                                 return_attn_probs=True, strict=True)
+        what = f"dense G={num_splits}"
+        assert_within_tolerance(out, high[0], low[0], dtype, what + " out")
+        assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
+
+    # A kv cache: lengths short of a key block, across blocks, shorter than the queries.
+    lens = [3, 700, s - sq]
+    k_cache, v_cache = (_poisoned_cache(b, s, hk, d, lens, dtype, gen) for _ in range(2))
+    k_new, v_new = (torch.randn(b, sq, hk, d, generator=gen).to("cuda", dtype) for _ in range(2))
+    seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    for num_splits in SPLITS:
+        kc, vc = k_cache.clone(), v_cache.clone()
+        out, lse = flashsplit.flash_attn_with_kvcache(
+            q, kc, vc, k_new, v_new, cache_seqlens=seqlens, causal=causal,
+            num_splits=num_splits, return_softmax_lse=True, strict=True)
+        for i, n in enumerate(lens):
+            keys = torch.cat((k_cache[i, :n], k_new[i]))[None]
+            values = torch.cat((v_cache[i, :n], v_new[i]))[None]
+            high, low = naive_pair(q[i:i + 1], keys, values, causal=causal)
+            what = f"kv cache seq {i} ({n} cached) G={num_splits}"
+            assert_within_tolerance(out[i:i + 1], high[0], low[0], dtype, what + " out")
+            assert_within_tolerance(lse[i:i + 1], high[1], low[1], dtype, what + " lse")
+            assert (kc[i, n + sq:] == POISON).all(), what + ": cache past the append"
+
+    q_lens, k_lens = [sq, 0, sq - 1, 1], [900, 40, sq - 1, 2000]
+    q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, h, hk, d, dtype, "cuda", seed=d + sq)
+    for num_splits in SPLITS:
+        out, lse = _varlen(q, k, v, cu_q, cu_k, q_lens, k_lens, causal=causal,
+                           num_splits=num_splits)
+        assert_varlen_matches(out, lse, q, k, v, q_lens, k_lens,
+                              f"varlen q_lens={q_lens} G={num_splits}", causal=causal)
+
+
 def test_kvcache_cache_batch_index_picks_rows():
     b, s, h, hk, d = 3, 512, 8, 8, 128
     gen = torch.Generator().manual_seed(5)

@@ -134,9 +134,14 @@ def test_tiles_and_grid():
     assert H.sm80_uses_narrow_tiles(spec) and not H.use_narrow_tiles(spec)
     assert H.forward_blocks(spec, H.tiles_for("portable_mma", spec)) == 2 * 8 * 2
     assert not H.sm80_uses_narrow_tiles(H.AttnProblem(b=2, h=32, hk=8, sq=16, sk=4096, d=128))
+    # On the Hopper kernels the same call packs the group into 128-row tiles: one per k/v head.
+    packed = H.tiles_for("hopper_wgmma", spec)
+    assert packed.packs_heads and packed.wgmma and packed.block_m == 128
+    assert H.forward_blocks(spec, packed) == 2 * 8
+    assert H.tiles_for_run("hopper_wgmma", spec, 132, 1) == packed
     prefill = H.AttnProblem(b=2, h=8, hk=2, sq=300, sk=4096, d=128)
     hopper = H.tiles_for("hopper_wgmma", prefill)
-    assert not hopper.packs_heads
+    assert not hopper.packs_heads and hopper.wgmma
     assert H.forward_blocks(prefill, hopper) == 2 * 8 * -(-300 // hopper.block_m)
     assert H.tiles_for_run("portable_mma", prefill, 132, 1) == H.tiles_for("portable_mma",
                                                                            prefill)

@@ -213,7 +213,8 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
   // that would waste most of a Hopper tile's rows (use_hopper_tiles).
   const bool hopper = device.cc == 90 && build.hopper_kernels_built && options.allow_hopper &&
                       hopper_has_head_dim(static_cast<int>(p.d)) && p.tma_describable &&
-                      p.page_size == 0 && use_hopper_tiles(p.sq, p.h, p.hk);
+                      p.page_size == 0 &&
+                      use_hopper_tiles(p.sq, p.h, p.hk, static_cast<int>(p.d));
   decision.family = hopper ? KernelFamily::kHopperWgmma : KernelFamily::kPortableMma;
   if (!hopper && device.smem_per_block_optin > 0) {
     const long long need = portable_smem_bytes(portable_tile_config(static_cast<int>(p.d)),

@@ -179,7 +179,7 @@ constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bo
                       : head_dim > 128           ? hopper_large_head_block_n(head_dim, head_dim_v)
                       : block_m == kHopperTallRows ? hopper_tall_block_n(head_dim)
                                                    : kHopperBlockN;
-  return TileConfig{block_m, block_n, 4 + block_m / 16, 1, 1, false};
+  return TileConfig{block_m, block_n, 4 + block_m / 16, 1, 1, false, true};
 }
 
 // Whether the Hopper kernels have split instances for sequences of their own lengths: not
@@ -189,11 +189,27 @@ constexpr bool hopper_sequence_splits_built(int head_dim, bool causal) {
   return !(causal && head_dim > 128);
 }
 
-// The Hopper kernel does not pack heads, so it wastes rows where the portable kernel would fill
-// its tile with a GQA group: it serves a call only when each head brings at least half a tile
-// of query rows (or there is no group to pack) and the call is not a narrow-tile decode.
-constexpr bool use_hopper_tiles(long long sq, long long h, long long hk) {
-  return !use_narrow_tiles(sq, h, hk) && (h == hk || sq >= 64);
+// Multi-token decode of a GQA group (fewer than 64 queries of h/hk > 1 heads, more packed rows
+// than the narrow tile holds): the Hopper kernel packs the group's query heads into the rows of
+// its 128-row tiles (row r: query r / group, head r % group), so one tile's K/V serves the
+// whole group, as the portable kernels do. Its Q box is (d, group, 128 / group queries), so the
+// group must divide 128; it runs at d = 64 and 128.
+constexpr bool hopper_packs_heads(long long sq, long long h, long long hk, int head_dim) {
+  return h != hk && hk > 0 && h % hk == 0 && sq < 64 && !use_narrow_tiles(sq, h, hk) &&
+         kHopperBaseRows % (h / hk) == 0 && (head_dim == 64 || head_dim == 128);
+}
+
+// The tiles of a call whose heads the Hopper kernel packs: the 128-row ping-pong tiles of its
+// sequence instances.
+constexpr TileConfig hopper_packed_tile_config() {
+  return TileConfig{kHopperBaseRows, kHopperBlockN, 4 + kHopperBaseRows / 16, 1, 1, true, true};
+}
+
+// The Hopper kernel serves a call when each head brings at least half a tile of query rows, or
+// there is no group to pack, or it packs the group (hopper_packs_heads); not a narrow-tile decode.
+constexpr bool use_hopper_tiles(long long sq, long long h, long long hk, int head_dim) {
+  return !use_narrow_tiles(sq, h, hk) &&
+         (h == hk || sq >= 64 || hopper_packs_heads(sq, h, hk, head_dim));
 }
 
 }  // namespace flashsplit

@@ -15,6 +15,7 @@ TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
   const int d = static_cast<int>(p.d);
   switch (family) {
     case KernelFamily::kHopperWgmma:
+      if (hopper_packs_heads(p.sq, p.h, p.hk, d)) return hopper_packed_tile_config();
       return hopper_tile_config(d, p.sq, p.causal, p.sk, 0, 0, 2,
                                 static_cast<int>(value_head_dim(p)), p.per_sequence);
     case KernelFamily::kPortableMma:
@@ -28,7 +29,9 @@ TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
 
 TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count,
                          int num_splits) {
-  if (family != KernelFamily::kHopperWgmma) return tiles_for(family, p);
+  if (family != KernelFamily::kHopperWgmma || hopper_packs_heads(p.sq, p.h, p.hk, static_cast<int>(p.d))) {
+    return tiles_for(family, p);
+  }
   return hopper_tile_config(static_cast<int>(p.d), p.sq, p.causal, p.sk, p.b * p.h, sm_count,
                             num_splits, static_cast<int>(value_head_dim(p)), p.per_sequence);
 }
@@ -58,7 +61,7 @@ int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceIn
 TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,
                              int sm_count, int num_splits) {
   if (family != KernelFamily::kHopperWgmma || tiles.block_m <= 0 || p.per_sequence ||
-      !tail_split_applies(p.causal, num_splits != 1, tiles.block_n)) {
+      tiles.packs_heads || !tail_split_applies(p.causal, num_splits != 1, tiles.block_n)) {
     return TailSplit{};
   }
   const long long tiles_total = forward_blocks(p.b, p.sq, p.h, p.hk, tiles);
@@ -99,9 +102,12 @@ int causal_group_for(const AttnProblem& p, const TileConfig& tiles, int num_spli
   const bool side_by_side =
       tiles.block_m == kHopperTallRows || tiles.block_m == kHopperWideRows;
   if (!p.causal || (!side_by_side && persistent)) return 1;
-  const long long units = static_cast<long long>(num_splits) * p.b * p.h;
+  // A unit is a query head's rows, or a GQA group's where the tiles pack the heads (and then
+  // no other unit reads its K/V).
+  const long long heads = tiles.packs_heads ? p.hk : p.h;
+  const long long units = static_cast<long long>(num_splits) * p.b * heads;
   const long long kv_bytes = causal_unit_kv_bytes(p.sk, static_cast<int>(p.d), 2, num_splits,
-                                                  static_cast<int>(p.h / p.hk));
+                                                  static_cast<int>(p.h / heads));
   return causal_tile_group(units, kv_bytes);
 }
 
@@ -156,7 +162,9 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   }
   const KernelFamily family = plan.gate.family;
   plan.tiles = tiles_for_run(family, p, device.sm_count, plan.num_splits);
-  plan.sequences = p.per_sequence || p.page_size > 0;
+  // Tiles that pack heads run the sequence instances (a dense call's sequence is its batch).
+  plan.sequences = p.per_sequence || p.page_size > 0 ||
+                   (family == KernelFamily::kHopperWgmma && plan.tiles.packs_heads);
   plan.paged = p.page_size > 0;
   plan.split_block_n = tiles_for(family, p).block_n;
   plan.tiles_per_split = forward_blocks(p.b, p.sq, p.h, p.hk, plan.tiles);

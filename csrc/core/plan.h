@@ -56,6 +56,7 @@ struct LaunchPlan {
 struct LaunchRecord {
   KernelFamily family = KernelFamily::kNone;
   int block_m = 0, block_n = 0, num_splits = 0;
+  bool packs_heads = false;  // the Hopper instance whose tiles pack a GQA group's heads
   bool carry = false, rotate_rounds = false, tile_counter = false;
   int tile_group = 0, tail_tiles = 0, tail_parts = 0;
   LaunchGrid forward_grid, tail_grid, combine_grid;

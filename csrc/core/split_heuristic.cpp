@@ -24,7 +24,7 @@ bool is_narrow(const TileConfig& tiles) { return tiles.block_m <= kNarrowMaxRows
 // and 128; other head dims scale the d=128 time with the block's elements (d x block_n: the
 // GEMMs and, for narrow tiles, the bytes read), which leaves d=64 and 128 as measured.
 double iteration_us(const TileConfig& tiles, int64_t d, const SplitHeuristicConstants& c) {
-  if (!tiles.packs_heads) {  // Hopper tiles: measured per 128 query rows and 128 keys
+  if (tiles.wgmma) {  // Hopper tiles: measured per 128 query rows and 128 keys
     const double per_128_rows = d <= 64 ? c.hopper_iteration_us_d64 : c.hopper_iteration_us_d128;
     const double dim_scale = d > 128 ? d / 128.0 : 1.0;
     return per_128_rows * tiles.block_m / 128.0 * tiles.block_n / kHopperBlockN * dim_scale;
@@ -58,9 +58,9 @@ double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
   const double blocks = static_cast<double>(grid_blocks) * g;
   const double waves = std::ceil(blocks / slots);
   const int64_t per_split = (num_key_blocks(problem, tiles) + g - 1) / g;
-  const double overhead = narrow              ? c.narrow_block_overhead
-                          : tiles.packs_heads ? c.block_overhead
-                                              : c.block_overhead_hopper;
+  const double overhead = narrow        ? c.narrow_block_overhead
+                          : tiles.wgmma ? c.block_overhead_hopper
+                                        : c.block_overhead;
   const double block_us =
       (static_cast<double>(per_split) + overhead) * iteration_us(tiles, problem.d, c);
   const bool co_resident = !narrow && tiles.blocks_per_sm >= 2 && waves >= 2;

@@ -10,9 +10,11 @@ struct TileConfig {
   int warps;          // warps (waves on AMD) per thread block
   int blocks_per_sm;  // resident thread blocks per SM (CU) the heuristic assumes
   int m_tiles = 1;    // portable kernel: row tiles of the matrix op per warp
-  // Whether a tile's rows pack the h/hk query heads of a group (portable kernels) or hold one
-  // query head's rows (Hopper kernel, whose TMA boxes are rows of one head).
+  // Whether a tile's rows pack the h/hk query heads of a group (portable kernels, and Hopper
+  // tiles of multi-token decode: hopper_packs_heads) or hold one query head's rows.
   bool packs_heads = true;
+  // Hopper (wgmma) tiles: the split heuristic models them per 128 rows and 128 keys.
+  bool wgmma = false;
 };
 
 // The portable kernels pack the h/hk query heads that share a k/v head into the rows of one

@@ -16,6 +16,9 @@ pybind11::dict plan_details(const LaunchPlan& plan, int64_t b, int64_t sq, int64
   if (!plan.gate.ok) return d;
   d["block_m"] = plan.tiles.block_m;
   d["block_n"] = plan.tiles.block_n;
+  // Whether a tile's rows pack a GQA group's query heads (every portable tile; Hopper tiles of
+  // multi-token decode) or hold one head's rows.
+  d["packs_heads"] = plan.tiles.packs_heads;
   d["split_block_n"] = plan.split_block_n;
   // What the heuristic weighed: thread blocks per split, and how many fit on one SM.
   d["grid_blocks"] = forward_blocks(b, sq, h, hk, plan.tiles);
@@ -56,6 +59,7 @@ pybind11::dict launch_record_dict(const LaunchRecord& r) {
   d["num_splits"] = r.num_splits;
   d["block_m"] = r.block_m;
   d["block_n"] = r.block_n;
+  d["packs_heads"] = r.packs_heads;
   d["carry"] = r.carry;
   d["rotate_rounds"] = r.rotate_rounds;
   d["tile_counter"] = r.tile_counter;

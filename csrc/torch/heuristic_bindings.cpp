@@ -213,13 +213,14 @@ std::string tiles_repr(const TileConfig& t) {
          ", block_n=" + std::to_string(t.block_n) + ", warps=" + std::to_string(t.warps) +
          ", blocks_per_sm=" + std::to_string(t.blocks_per_sm) +
          ", m_tiles=" + std::to_string(t.m_tiles) +
-         ", packs_heads=" + (t.packs_heads ? "True" : "False") + ")";
+         ", packs_heads=" + (t.packs_heads ? "True" : "False") +
+         ", wgmma=" + (t.wgmma ? "True" : "False") + ")";
 }
 
 bool same_tiles(const TileConfig& a, const TileConfig& b) {
   return a.block_m == b.block_m && a.block_n == b.block_n && a.warps == b.warps &&
          a.blocks_per_sm == b.blocks_per_sm && a.m_tiles == b.m_tiles &&
-         a.packs_heads == b.packs_heads;
+         a.packs_heads == b.packs_heads && a.wgmma == b.wgmma;
 }
 
 // Where constants are not given, the core's own default argument is used, so the Python call
@@ -300,19 +301,23 @@ void bind_descriptions(py::module_& h) {
 
   py::class_<TileConfig>(h, "TileConfig",
                          "A tile shape: query rows and keys per block, warps, the resident "
-                         "blocks per SM the heuristic assumes, and whether rows pack heads.")
+                         "blocks per SM the heuristic assumes, whether rows pack heads and "
+                         "whether they are Hopper (wgmma) tiles.")
       .def(py::init([](int block_m, int block_n, int warps, int blocks_per_sm, int m_tiles,
-                       bool packs_heads) {
-             return TileConfig{block_m, block_n, warps, blocks_per_sm, m_tiles, packs_heads};
+                       bool packs_heads, bool wgmma) {
+             return TileConfig{block_m, block_n, warps,       blocks_per_sm,
+                               m_tiles, packs_heads, wgmma};
            }),
            py::kw_only(), py::arg("block_m"), py::arg("block_n"), py::arg("warps") = 4,
-           py::arg("blocks_per_sm") = 1, py::arg("m_tiles") = 1, py::arg("packs_heads") = true)
+           py::arg("blocks_per_sm") = 1, py::arg("m_tiles") = 1, py::arg("packs_heads") = true,
+           py::arg("wgmma") = false)
       .def_readonly("block_m", &TileConfig::block_m)
       .def_readonly("block_n", &TileConfig::block_n)
       .def_readonly("warps", &TileConfig::warps)
       .def_readonly("blocks_per_sm", &TileConfig::blocks_per_sm)
       .def_readonly("m_tiles", &TileConfig::m_tiles)
       .def_readonly("packs_heads", &TileConfig::packs_heads)
+      .def_readonly("wgmma", &TileConfig::wgmma)
       .def("__eq__", &same_tiles, py::is_operator())
       .def("__repr__", &tiles_repr);
 

@@ -104,7 +104,8 @@ def explain(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_siz
     Returns {"path": "native" | "reference", "kernel": "hopper_wgmma" | "portable_mma" |
     "reference", "num_splits": G, "reason": why the gate refused ("" on the native path),
     "details": {...}}. details is the plan's kernel internals on the native path ({} on the
-    reference path): the tile shape (block_m, block_n; split_block_n, the keys per block of the
+    reference path): the tile shape (block_m, block_n; packs_heads, whether a tile's rows hold a
+    GQA group's query heads; split_block_n, the keys per block of the
     tiles calls with G >= 2 run, which clamp G), grid_blocks (thread blocks per split) and
     blocks_per_sm, the Hopper walk (persistent, carry, rotate_rounds, tile_counter, tile_group),
     the tail split (tail_tiles, tail_parts) and the launches (forward_grid, tail_grid,

@@ -462,16 +462,30 @@ TEST(GateFamily, RefusesPortableTilesLargerThanTheSharedMemory) {
   EXPECT_TRUE(check_native(p, a100, build, untested_allowed()).ok);
 }
 
-TEST(GateFamily, DecodeAndShortGqaQueriesStayPortable) {
+TEST(GateFamily, DecodeStaysPortableAndShortGqaQueriesPackTheirGroupOnHopper) {
   AttnProblem p = long_sequence_problem();
+  p.d = 128;
   p.sq = 1; p.h = 32; p.hk = 8;  // 4 packed rows: the narrow tile
   EXPECT_EQ(check_native(p, h100(), hopper_build()).family, KernelFamily::kPortableMma);
-  p.sq = 16;  // 64 packed rows fill one portable tile; Hopper would pad each head to 128
-  EXPECT_EQ(check_native(p, h100(), hopper_build()).family, KernelFamily::kPortableMma);
-  p.sq = 64;
+  p.sq = 16;  // 64 packed rows: the group's heads packed into one 128-row Hopper tile
   EXPECT_EQ(check_native(p, h100(), hopper_build()).family, KernelFamily::kHopperWgmma);
+  TileConfig packed = tiles_for(KernelFamily::kHopperWgmma, p);
+  EXPECT_TRUE(packed.packs_heads);
+  EXPECT_TRUE(packed.wgmma);
+  EXPECT_EQ(packed.block_m, 128);
+  EXPECT_EQ(forward_blocks(p.b, p.sq, p.h, p.hk, packed), p.b * p.hk);
+  p.h = 40;  // a group of 5 does not divide the tile's 128 rows: portable
+  EXPECT_EQ(check_native(p, h100(), hopper_build()).family, KernelFamily::kPortableMma);
+  p.h = 32;  // packed tiles run at d = 64 and 128
+  EXPECT_TRUE(hopper_packs_heads(p.sq, p.h, p.hk, 64));
+  EXPECT_FALSE(hopper_packs_heads(p.sq, p.h, p.hk, 96));
+  EXPECT_FALSE(hopper_packs_heads(p.sq, p.h, p.hk, 256));
+  p.sq = 64;  // a head's rows fill half a tile: one head per tile
+  EXPECT_EQ(check_native(p, h100(), hopper_build()).family, KernelFamily::kHopperWgmma);
+  EXPECT_FALSE(tiles_for(KernelFamily::kHopperWgmma, p).packs_heads);
   p.sq = 20; p.h = 8; p.hk = 8;  // MHA: nothing to pack, Hopper's tile is no emptier
   EXPECT_EQ(check_native(p, h100(), hopper_build()).family, KernelFamily::kHopperWgmma);
+  EXPECT_FALSE(tiles_for(KernelFamily::kHopperWgmma, p).packs_heads);
 }
 
 TEST(GateFamily, TilesFollowTheFamily) {
@@ -480,6 +494,7 @@ TEST(GateFamily, TilesFollowTheFamily) {
   EXPECT_EQ(hopper.block_m, 128);
   EXPECT_EQ(hopper.block_n, 128);
   EXPECT_FALSE(hopper.packs_heads);
+  EXPECT_TRUE(hopper.wgmma);
   p.d = 64;
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 192);
   p.sq = 4100;  // 22 tiles of 192 rows pad 124 rows: still cheaper than 33 tiles of 128

@@ -173,20 +173,44 @@ TEST(Plan, PortableGridPacksHeadsAndSplits) {
 }
 
 TEST(Plan, MultiTokenDecodeOfUpTo32PackedRowsRunsTheNarrowTileOverContiguousKv) {
-  // 8 query tokens of a group of 4: 32 packed rows, two narrow row tiles per k/v head.
+  // The portable kernels (Hopper's off): 8 query tokens of a group of 4 are 32 packed rows,
+  // two narrow row tiles per k/v head.
+  PlanOptions portable;
+  portable.gate.allow_hopper = false;
   AttnProblem p = problem(8, 32, 8, 8, 16384, 128, false);
-  const LaunchPlan contiguous = plan_of(p);
+  const LaunchPlan contiguous = plan_of(p, 0, portable);
   ASSERT_EQ(contiguous.gate.family, KernelFamily::kPortableMma);
   EXPECT_EQ(contiguous.tiles.block_m, portable_tile_config(128, true).block_m);
   EXPECT_EQ(contiguous.forward_grid.x, 2);
   // 64 packed rows, or the same 32 over paged k/v: the wide tile.
-  EXPECT_EQ(plan_of(problem(8, 32, 8, 16, 16384, 128, false)).tiles.block_m,
+  EXPECT_EQ(plan_of(problem(8, 32, 8, 16, 16384, 128, false), 0, portable).tiles.block_m,
             portable_tile_config(128).block_m);
   p.per_sequence = true;
   p.page_size = 64;
   const LaunchPlan paged = plan_of(p);
   ASSERT_TRUE(paged.gate.ok && paged.paged);
+  EXPECT_EQ(paged.gate.family, KernelFamily::kPortableMma);
   EXPECT_EQ(paged.tiles.block_m, portable_tile_config(128).block_m);
+}
+
+TEST(Plan, MultiTokenDecodeOnHopperPacksTheGroupIntoSequenceTiles) {
+  // 8 query tokens of a group of 4 over contiguous k/v, dense or a kv cache: one 128-row tile
+  // per (batch, k/v head) of the sequence instances, no tail split, split over the keys.
+  for (bool per_sequence : {false, true}) {
+    AttnProblem p = problem(8, 32, 8, 8, 16384, 128, false);
+    p.per_sequence = per_sequence;
+    const LaunchPlan plan = plan_of(p);
+    ASSERT_EQ(plan.gate.family, KernelFamily::kHopperWgmma);
+    EXPECT_TRUE(plan.tiles.packs_heads);
+    EXPECT_TRUE(plan.sequences);
+    EXPECT_FALSE(plan.paged);
+    EXPECT_EQ(plan.tiles.block_m, 128);
+    EXPECT_EQ(plan.tiles_per_split, 8 * 8);
+    EXPECT_FALSE(plan.tail.active());
+    EXPECT_GE(plan.num_splits, 2);
+    EXPECT_FALSE(plan.persistent);  // 128 key blocks: a block per tile
+    EXPECT_EQ(plan.forward_grid.x, 64LL * plan.num_splits);
+  }
 }
 
 TEST(Plan, PortableGridFoldsPairsPastTheGridLimitIntoY) {

@@ -71,7 +71,7 @@ long double formula_us(const AttnProblem& p, const TileConfig& t, int sm_count, 
                        const SplitHeuristicConstants& c) {
   const bool narrow = t.block_m <= kNarrowMaxRows;
   long double iteration;
-  if (!t.packs_heads) {
+  if (t.wgmma) {
     iteration = (p.d <= 64 ? c.hopper_iteration_us_d64 : c.hopper_iteration_us_d128) *
                 static_cast<long double>(t.block_m) / 128;
   } else if (narrow) {
@@ -83,9 +83,9 @@ long double formula_us(const AttnProblem& p, const TileConfig& t, int sm_count, 
   const long double blocks = static_cast<long double>(grid_blocks(p, t)) * g;
   const long double waves = std::ceil(blocks / slots);
   const int64_t per_split = (key_blocks(p, t) + g - 1) / g;
-  const long double overhead = narrow          ? c.narrow_block_overhead
-                               : t.packs_heads ? c.block_overhead
-                                               : c.block_overhead_hopper;
+  const long double overhead = narrow    ? c.narrow_block_overhead
+                               : t.wgmma ? c.block_overhead_hopper
+                                         : c.block_overhead;
   long double compute = waves * (per_split + overhead) * iteration;
   if (!narrow && t.blocks_per_sm >= 2 && waves >= 2) compute /= c.co_resident_speedup;
   // Narrow tiles past one block per SM run at the pace of the busiest SM.

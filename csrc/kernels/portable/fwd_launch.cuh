@@ -29,6 +29,7 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
   if (record != nullptr) {
     record->block_m = Policy::kBlockM;
     record->block_n = Policy::kBlockN;
+    record->packs_heads = true;  // every portable tile packs a GQA group's heads
     record->forward_grid = LaunchGrid{grid.x, grid.y, grid.z};
   }
 }

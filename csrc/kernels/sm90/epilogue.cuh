@@ -27,7 +27,9 @@ namespace sm90 {
 // What a tile's epilogue needs, kept apart from the walk's state: with overlap, the next tile's
 // first block is already under way when the epilogue runs.
 struct FinishedRows {
-  int m0, row0, batch, head, split;  // row0: this thread's rows are row0 and row0 + 8
+  // row0: this thread's rows are row0 and row0 + 8; head: the tile's (kPackHeads: the group's
+  // first, row r being head + r % group of query r / group)
+  int m0, row0, batch, head, split;
   // The tile's sequence: its queries (rows from sq on are padding), which start at row q_row of
   // q's batch `batch` (0 for a dense call).
   int sq, q_row;
@@ -43,7 +45,9 @@ struct FwdEpilogue {
 
   const AttnFwdParams& p;
   const EpilogueParams& ep;
-  const TailSplit& tail;
+  // The walk's parameters: the tail split, and the GQA group (tiles packing a group's heads:
+  // row r is query r / group).
+  const SchedulerParams& sp;
   const ConsumerThread th;
   const float scale_log2;
   // Direct epilogue: this consumer's staging slabs and this warp's rows in each slab. Each warp
@@ -57,7 +61,7 @@ struct FwdEpilogue {
                                          const ConsumerThread& thread, float scale_log2_)
       : p(hp.p),
         ep(hp.epilogue),
-        tail(hp.scheduler.tail),
+        sp(hp.scheduler),
         th(thread),
         scale_log2(scale_log2_),
         sO_rows(staging + thread.consumer * Tiles::kSlabs * Tiles::kSlabBytesO),
@@ -66,7 +70,20 @@ struct FwdEpilogue {
   // The finished tile's sequence: its queries and its first row in q's layout (dense kernels:
   // the call's, read where used rather than kept beside O).
   __device__ __forceinline__ int rows_of(const FinishedRows& f) const {
-    return Kt::kSequences ? f.sq : p.sq;
+    const int sq = Kt::kSequences ? f.sq : p.sq;
+    return Kt::kPackHeads ? sq * sp.by_group.divisor() : sq;
+  }
+  // Where tile row `row` goes: its query (from the sequence's first row) and head.
+  struct RowPlace {
+    int query, head;
+  };
+  __device__ __forceinline__ RowPlace place_of(const FinishedRows& f, int row) const {
+    if constexpr (Kt::kPackHeads) {
+      const int query = sp.by_group.div(row);
+      return RowPlace{query, f.head + sp.by_group.mod(row, query)};
+    } else {
+      return RowPlace{row, f.head};
+    }
   }
   __device__ __forceinline__ int first_row_of(const FinishedRows& f) const {
     return Kt::kSequences ? f.q_row : 0;
@@ -82,7 +99,7 @@ struct FwdEpilogue {
     } else {
       float fin_max[2] = {f.row_max[0], f.row_max[1]}, fin_sum[2] = {f.row_sum[0], f.row_sum[1]};
       if constexpr (Kt::kTailPass) {
-        const TailPiece piece = tail_piece_of_slot(tail, f.slot);
+        const TailPiece piece = tail_piece_of_slot(sp.tail, f.slot);
         if (piece.parts > 1 && !settle_tail_piece(piece, o, fin_max, fin_sum)) return;
       }
       write_direct(f, no_keys, o, fin_max, fin_sum);
@@ -105,10 +122,11 @@ struct FwdEpilogue {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float sum = no_keys ? 0.f : quad_sum(row_sum[r]);
-      const int query = f.row0 + 8 * r;
-      if (query >= rows_of(f)) continue;  // a padding row of the last tile
+      const int row = f.row0 + 8 * r;
+      if (row >= rows_of(f)) continue;  // a padding row of the last tile
+      const RowPlace at = place_of(f, row);
       write_output_row<Elem, kHeadDimV, Split>(
-          p, f.batch, f.head, first_row_of(f) + query, f.split, row_max[r], scale_log2, sum,
+          p, f.batch, at.head, first_row_of(f) + at.query, f.split, row_max[r], scale_log2, sum,
           th.quad_col,
           [&](int j) {
             return no_keys ? make_float2(0.f, 0.f)
@@ -137,10 +155,12 @@ struct FwdEpilogue {
       const FinishedRowScale scale =
           finished_row_scale<Tiles::kApproxRowScale>(fin_max[r], scale_log2, sum);
       inv[r] = scale.inv;
-      const int query = f.row0 + 8 * r;
-      if (th.quad_col == 0 && query < rows_of(f))
-        p.lse[(static_cast<int64_t>(f.batch) * p.h + f.head) * p.sq + first_row_of(f) + query] =
-            scale.lse;
+      const int row = f.row0 + 8 * r;
+      if (th.quad_col == 0 && row < rows_of(f)) {
+        const RowPlace at = place_of(f, row);
+        p.lse[(static_cast<int64_t>(f.batch) * p.h + at.head) * p.sq + first_row_of(f) +
+              at.query] = scale.lse;
+      }
     }
     stage_rows(no_keys, o, inv);
     // The warp's first row in the tile's sequence.
@@ -159,20 +179,30 @@ struct FwdEpilogue {
     }
   }
 
-  // The warp's staged rows from warp_row on that its sequence holds (those below f.sq), 16 bytes
-  // per lane and store (a row's chunks by consecutive lanes), from the swizzled staging to out.
+  // The warp's staged rows from warp_row on that its sequence holds (those below rows_of), 16
+  // bytes per lane and store (a row's chunks by consecutive lanes), from the swizzled staging to
+  // out: rows of one head one after another, or each at its own query and head (kPackHeads).
   __device__ __forceinline__ void copy_staged_rows(const FinishedRows& f, int warp_row) const {
     constexpr int kChunks = Tiles::kSlabs * 8;  // 16-byte chunks per row
     __syncwarp();
-    Elem* const rows = static_cast<Elem*>(p.out) + f.batch * p.o_batch_stride +
-                       f.head * p.o_head_stride +
-                       static_cast<int64_t>(first_row_of(f) + warp_row) * p.o_row_stride;
+    Elem* const sequence = static_cast<Elem*>(p.out) + f.batch * p.o_batch_stride +
+                           static_cast<int64_t>(first_row_of(f)) * p.o_row_stride;
+    Elem* const rows = sequence + f.head * p.o_head_stride +
+                       static_cast<int64_t>(warp_row) * p.o_row_stride;
+    const int end = rows_of(f);
     for (int c = th.lane; c < 16 * kChunks; c += 32) {
       const int row = c / kChunks, slab = c % kChunks / 8, chunk = c % 8;
-      if (warp_row + row >= f.sq) break;
+      if (warp_row + row >= end) break;
       const uint4 v = *reinterpret_cast<const uint4*>(
           sO_rows + slab * Tiles::kSlabBytesO + warp_rows + row * 128 + ((chunk ^ (row % 8)) << 4));
-      *reinterpret_cast<uint4*>(rows + row * p.o_row_stride + slab * 64 + chunk * 8) = v;
+      Elem* dst;
+      if constexpr (Kt::kPackHeads) {
+        const RowPlace at = place_of(f, warp_row + row);
+        dst = sequence + at.head * p.o_head_stride + static_cast<int64_t>(at.query) * p.o_row_stride;
+      } else {
+        dst = rows + row * p.o_row_stride;
+      }
+      *reinterpret_cast<uint4*>(dst + slab * 64 + chunk * 8) = v;
     }
     __syncwarp();
   }
@@ -211,7 +241,7 @@ struct FwdEpilogue {
     const int warp = th.consumer * 4 + (threadIdx.x / 32) % 4;
     float4* const records = reinterpret_cast<float4*>(ep.tail_ws);
     return records +
-           ((static_cast<long long>(f.tile) * tail.max_parts + k) * kWarps + warp) *
+           ((static_cast<long long>(f.tile) * sp.tail.max_parts + k) * kWarps + warp) *
                kRecord;
   }
 
@@ -237,7 +267,7 @@ struct FwdEpilogue {
     unsigned int* const counter =
         reinterpret_cast<unsigned int*>(
             reinterpret_cast<unsigned char*>(ep.tail_ws) +
-            tail_counters_offset_bytes(tail, Tiles::kBlockM, kHeadDimV)) +
+            tail_counters_offset_bytes(sp.tail, Tiles::kBlockM, kHeadDimV)) +
         static_cast<long long>(f.tile) * kWarps + warp;
     int last = 0;
     if (th.lane == 0) last = atomicAdd(counter, 1u) + 1 == static_cast<unsigned int>(f.parts);

@@ -13,13 +13,20 @@
 namespace flashsplit {
 namespace sm90 {
 
-template <int D, class Tiles, bool Sequences>
+template <int D, class Tiles, bool Sequences, bool PackHeads>
 HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
   HopperFwdParams hp{};
   hp.p = params;
-  hp.mainloop.q_map = make_head_tile_map("q", params.q, params.elem, D, params.sq, params.h, params.b,
-                                params.q_row_stride, params.q_head_stride, params.q_batch_stride,
-                                Tiles::kSlabCols, Tiles::kBlockM);
+  if constexpr (PackHeads) {  // a tile's rows: the group's heads of block_m / group queries
+    hp.mainloop.q_map = make_group_tile_map(
+        "q", params.q, params.elem, D, params.sq, params.h, params.h / params.hk, params.b,
+        params.q_row_stride, params.q_head_stride, params.q_batch_stride, Tiles::kSlabCols,
+        Tiles::kBlockM);
+  } else {
+    hp.mainloop.q_map = make_head_tile_map(
+        "q", params.q, params.elem, D, params.sq, params.h, params.b, params.q_row_stride,
+        params.q_head_stride, params.q_batch_stride, Tiles::kSlabCols, Tiles::kBlockM);
+  }
   hp.mainloop.k_map = make_head_tile_map("k", params.k, params.elem, D, params.sk, params.hk,
                                 params.kv_batches,
                                 params.k_row_stride, params.k_head_stride, params.k_batch_stride,
@@ -41,26 +48,29 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
 
 // The plan's walk as kernel parameters: the grid's and the tile order's divisors, the tail
 // split (its workspace's counters cleared) and the tile counter (cleared); and its carry.
-template <int D, class Tiles>
+// Tiles packing a group's heads walk (query tile, split, batch, k/v head) over the group's rows.
+template <int D, class Tiles, bool PackHeads>
 void set_walk(HopperFwdParams& hp, const LaunchPlan& plan, gpuStream_t stream) {
   const AttnFwdParams& p = hp.p;
   SchedulerParams& sp = hp.scheduler;
-  const int m_blocks = ceil_div(p.max_seqlen_q, Tiles::kBlockM);
-  const long long tiles = static_cast<long long>(m_blocks) * p.num_splits * p.seqs * p.h;
+  const int group = p.h / p.hk, heads = PackHeads ? p.hk : p.h;
+  const int m_blocks =
+      ceil_div(static_cast<long long>(p.max_seqlen_q) * (PackHeads ? group : 1), Tiles::kBlockM);
+  const long long tiles = static_cast<long long>(m_blocks) * p.num_splits * p.seqs * heads;
   const long long main_tiles = plan.tail.active() ? plan.tail.main_tiles : tiles;
   const int blocks = static_cast<int>(plan.forward_grid.x);
   sp.by_grid = FastDivmod(blocks);
   sp.by_m_blocks = FastDivmod(m_blocks);
   sp.by_splits = FastDivmod(p.num_splits);
-  sp.by_heads = FastDivmod(p.h);
-  sp.by_group = FastDivmod(p.h / p.hk);
+  sp.by_heads = FastDivmod(heads);
+  sp.by_group = FastDivmod(group);
   hp.mainloop.carry = plan.carry;
   sp.rotate_rounds = plan.rotate_rounds;
   sp.last_round_tiles = static_cast<int>(main_tiles % blocks);
   if (sp.last_round_tiles > 0) {
     sp.last_round_shift = static_cast<int>(main_tiles / blocks % sp.last_round_tiles);
   }
-  sp.groups = make_tile_groups(p.num_splits * p.seqs * p.h, m_blocks, plan.tile_group);
+  sp.groups = make_tile_groups(p.num_splits * p.seqs * heads, m_blocks, plan.tile_group);
   if (plan.tile_counter) {
     if (p.tile_counter == nullptr) {
       throw std::runtime_error("flashsplit: the plan draws tiles from a counter; none was given");
@@ -84,15 +94,16 @@ void set_walk(HopperFwdParams& hp, const LaunchPlan& plan, gpuStream_t stream) {
   }
 }
 
-template <class Elem, int D, bool Causal, bool Split, class Tiles, bool Sequences = false>
+template <class Elem, int D, bool Causal, bool Split, class Tiles, bool Sequences = false,
+          bool PackHeads = false>
 void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                     LaunchRecord* record) {
-  HopperFwdParams hp = make_hopper_params<D, Tiles, Sequences>(params);
-  set_walk<D, Tiles>(hp, plan, stream);
+  HopperFwdParams hp = make_hopper_params<D, Tiles, Sequences, PackHeads>(params);
+  set_walk<D, Tiles, PackHeads>(hp, plan, stream);
   constexpr int kSmemBytes = shared_storage_bytes<Tiles>();
-  auto kernel = hopper_fwd_kernel<Elem, D, Causal, Split, Tiles, false, Sequences>;
-  allow_dynamic_smem<hopper_fwd_kernel<Elem, D, Causal, Split, Tiles, false, Sequences>>(
-      kSmemBytes);
+  auto kernel = hopper_fwd_kernel<Elem, D, Causal, Split, Tiles, false, Sequences, PackHeads>;
+  allow_dynamic_smem<
+      hopper_fwd_kernel<Elem, D, Causal, Split, Tiles, false, Sequences, PackHeads>>(kSmemBytes);
   const unsigned blocks = static_cast<unsigned>(plan.forward_grid.x);
   kernel<<<blocks, Tiles::kThreads, kSmemBytes, stream>>>(hp);
   FS_LAUNCH_CHECK("hopper_fwd_kernel launch");
@@ -112,6 +123,7 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
   if (record != nullptr) {
     record->block_m = Tiles::kBlockM;
     record->block_n = Tiles::kBlockN;
+    record->packs_heads = PackHeads;
     record->forward_grid = LaunchGrid{blocks, 1, 1};
     record->carry = Tiles::kCarry && hp.mainloop.carry;
     record->rotate_rounds = hp.scheduler.rotate_rounds;
@@ -123,16 +135,20 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
 }
 
 // Tile choices per causal mask and split.
-template <class Elem, int D, class Tiles, bool Sequences = false>
+template <class Elem, int D, class Tiles, bool Sequences = false, bool PackHeads = false>
 void launch_tiles(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                   LaunchRecord* record) {
   const bool split = plan.num_splits > 1;
   if (params.causal) {
-    split ? launch_variant<Elem, D, true, true, Tiles, Sequences>(params, plan, stream, record)
-          : launch_variant<Elem, D, true, false, Tiles, Sequences>(params, plan, stream, record);
+    split ? launch_variant<Elem, D, true, true, Tiles, Sequences, PackHeads>(params, plan, stream,
+                                                                           record)
+          : launch_variant<Elem, D, true, false, Tiles, Sequences, PackHeads>(params, plan, stream,
+                                                                            record);
   } else {
-    split ? launch_variant<Elem, D, false, true, Tiles, Sequences>(params, plan, stream, record)
-          : launch_variant<Elem, D, false, false, Tiles, Sequences>(params, plan, stream, record);
+    split ? launch_variant<Elem, D, false, true, Tiles, Sequences, PackHeads>(params, plan, stream,
+                                                                            record)
+          : launch_variant<Elem, D, false, false, Tiles, Sequences, PackHeads>(params, plan,
+                                                                             stream, record);
   }
 }
 
@@ -178,6 +194,18 @@ template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                      LaunchRecord* record) {
   const int block_m = plan.tiles.block_m, block_n = plan.tiles.block_n;
+  // Multi-token decode of a GQA group: the 128-row sequence tiles packing the group's heads.
+  if constexpr (D == 64 || D == 128) {
+    if (plan.tiles.packs_heads) {
+      if (plan.sequences && !plan.paged && block_m == PingPongTiles<D>::kBlockM &&
+          block_n == PingPongTiles<D>::kBlockN) {
+        return launch_tiles<Elem, D, PingPongTiles<D>, true, true>(params, plan, stream, record);
+      }
+      throw std::logic_error("flashsplit: no Hopper tile packing heads of " +
+                             std::to_string(block_m) + " rows x " + std::to_string(block_n) +
+                             " keys" + (plan.paged ? " for paged k/v" : ""));
+    }
+  }
   if (plan.sequences) {
     if (!plan.paged && params.dv == D && block_m == SequenceTiles<D>::kBlockM &&
         block_n == SequenceTiles<D>::kBlockN) {

@@ -14,7 +14,9 @@ namespace sm90 {
 
 // The producer's loads and the consumers' MMA loops.
 struct MainloopParams {
-  CUtensorMap q_map;  // dims (d, sq, h, b), box (64, block_m, 1, 1)
+  // dims (d, sq, h, b), box (64, block_m, 1, 1); kPackHeads: dims (d, group, sq, hk, b), box
+  // (64, group, block_m / group, 1, 1) (make_group_tile_map)
+  CUtensorMap q_map;
   CUtensorMap k_map;  // dims (d, sk, hk, b), box (64, block_n, 1, 1)
   CUtensorMap v_map;
   // Kernels with kCarry: whether this launch carries S across tiles (hopper_carry_across_tiles
@@ -35,8 +37,8 @@ struct EpilogueParams {
 
 // The tile walk (tile_scheduler.cuh).
 struct SchedulerParams {
-  // The walk's divisors (the grid, query tiles per head, splits, heads, the GQA group), made on
-  // the host: multiply-shift instead of six division sequences per tile (measured: the walk
+  // The walk's divisors (the grid, query tiles per head, splits, heads (k/v heads where tiles
+  // pack a group's heads), the GQA group), made on the host: multiply-shift instead of six division sequences per tile (measured: the walk
   // took 4-8.5% of a consumer's time at s = 512).
   FastDivmod by_grid{1}, by_m_blocks{1}, by_splits{1}, by_heads{1}, by_group{1};
   // Persistent launches that rotate rounds (LaunchPlan::rotate_rounds; only

@@ -91,11 +91,17 @@ struct HopperTiles {
 // kernels/sequence.cuh): each tile reads its sequence's lengths and rows, loads its last key
 // block through a box that ends at the sequence's last key (key_box_start) and stores no row
 // past its sequence's last. The dense instances are compiled without it.
+// PackHeads: multi-token decode of a GQA group (core/hopper_tiles.h, hopper_packs_heads): a
+// tile's rows pack the group's query heads (row r: query r / group, head r % group), its Q is
+// one 5-D box (make_group_tile_map), and the mask and the epilogue place each row by its query
+// and head. Sequence instances of the 128-row tiles only.
 template <class Elem_, int D, bool Causal, bool Split, class Tiles_, bool TailPass,
-          bool Sequences = false>
+          bool Sequences = false, bool PackHeads = false>
 struct FwdKernelTraits {
   static_assert(!TailPass || (!Causal && !Split), "tail splits are for unsplit unmasked calls");
   static_assert(!Sequences || !TailPass, "sequences run without a tail split");
+  static_assert(!PackHeads || (Sequences && Tiles_::kBlockM == kHopperBaseRows),
+                "packed heads run the 128-row sequence instances");
   using Elem = Elem_;
   using Tiles = Tiles_;
   static constexpr int kHeadDim = D;
@@ -104,6 +110,7 @@ struct FwdKernelTraits {
   static constexpr bool kSplit = Split;
   static constexpr bool kTailPass = TailPass;
   static constexpr bool kSequences = Sequences;
+  static constexpr bool kPackHeads = PackHeads;
   // The output staged in shared memory and stored with TMA (FwdEpilogue::write_direct).
   static constexpr bool kStagedOutput = Tiles::kStagedOutput;
   static constexpr int kBlockM = Tiles::kBlockM;

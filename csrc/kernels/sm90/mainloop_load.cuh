@@ -43,7 +43,7 @@ struct FwdProducer {
       : mp(hp.mainloop),
         smem(view),
         sched(scheduler),
-        kv_shared(scheduler.m_blocks > 1 || hp.p.h != hp.p.hk) {}
+        kv_shared(scheduler.m_blocks > 1 || (!Kt::kPackHeads && hp.p.h != hp.p.hk)) {}
 
   __device__ __forceinline__ uint64_t kv_policy() const {
     return kv_shared ? l2_evict_last_policy() : l2_evict_normal_policy();
@@ -72,6 +72,18 @@ struct FwdProducer {
     ring.advance();
   }
 
+  // Tiles packing a group's heads: Q is the group's heads of block_m / group queries from the
+  // tile's first row's query on (a 5-D box, make_group_tile_map). A function of its own: with
+  // its row computed beside the others' in load_tile, the causal 192-row kernels' 32-register
+  // producer spilled.
+  __device__ __forceinline__ void load_group_q(const WorkTile& t, int qb) {
+    const int query = t.seq.row0 + sched.query_of(t.m0);
+    for (int slab = 0; slab < Tiles::kSlabs; ++slab)
+      tma_load_5d(smem.q() + qb * Tiles::kTileBytesQ + slab * Tiles::kSlabBytesQ, &mp.q_map,
+                  &smem.q_full()[qb], slab * Tiles::kSlabCols, 0, query, t.kv_head, t.seq.batch,
+                  l2_evict_first_policy());
+  }
+
   // The tile's Q, then its K and V per key block in the order the consumers walk them
   // (kForwardWalk).
   __device__ __forceinline__ void load_tile(const WorkTile& t) {
@@ -83,10 +95,14 @@ struct FwdProducer {
     // Q's first row and batch: a sequence's rows start at row0 of its batch.
     const int row = Kt::kSequences ? t.seq.row0 + t.m0 : t.m0;
     const int batch = Kt::kSequences ? t.seq.batch : t.batch;
-    for (int slab = 0; slab < Tiles::kSlabs; ++slab)
-      tma_load_4d(smem.q() + qb * Tiles::kTileBytesQ + slab * Tiles::kSlabBytesQ, &mp.q_map,
-                  &smem.q_full()[qb], slab * Tiles::kSlabCols, row, t.head, batch,
-                  l2_evict_first_policy());
+    if constexpr (Kt::kPackHeads) {
+      load_group_q(t, qb);
+    } else {
+      for (int slab = 0; slab < Tiles::kSlabs; ++slab)
+        tma_load_4d(smem.q() + qb * Tiles::kTileBytesQ + slab * Tiles::kSlabBytesQ, &mp.q_map,
+                    &smem.q_full()[qb], slab * Tiles::kSlabCols, row, t.head, batch,
+                    l2_evict_first_policy());
+    }
     ++q_round;
     for (int n = Kt::kForwardWalk ? t.range.begin : t.range.end - 1;
          Kt::kForwardWalk ? n < t.range.end : n >= t.range.begin; n += Kt::kWalkStep)

@@ -188,7 +188,7 @@ struct FwdConsumer {
   // slice's first row; the ping-pong kernels keep the tile's.
   __device__ __forceinline__ void prepare_scores(int n) {
     mask.apply(s, n, Kt::kRotate ? row0 - th.slice_row : tile.m0, row0, sched.sq_of(tile),
-               sched.sk_of(tile));
+               sched.sk_of(tile), sched.sp.by_group);
   }
   // ... then softmax, leaving P in s.
   __device__ __forceinline__ void block_scored(int n) {

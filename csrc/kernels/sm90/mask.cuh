@@ -4,6 +4,7 @@
 
 #include <math.h>
 
+#include "core/fast_divmod.h"
 #include "core/key_blocks.h"
 #include "kernels/attn_params.h"
 
@@ -22,24 +23,30 @@ struct ScoreMask {
   __device__ __forceinline__ ScoreMask(const AttnFwdParams& params, int lane_quad_col)
       : negate(params.softmax_scale < 0.f), quad_col(lane_quad_col) {}
 
+  // The query of tile row `row`: the row, or, where tiles pack a group's heads, row / group.
+  __device__ __forceinline__ static int query_of(int row, const FastDivmod& by_group) {
+    return Kt::kPackHeads ? by_group.div(row) : row;
+  }
+
   // Key block n's scores, of rows row0 and row0 + 8 of rows from first_row on, for a sequence
-  // of sq queries and sk keys: masked only on blocks that hold a key some of those rows may not
-  // see (keys past sk, the causal diagonal). A sequence's last block cut short was loaded
+  // of sq queries (rows placed by query_of; by_group: the GQA group) and sk keys: masked only
+  // on blocks that hold a key some of those rows may not see (keys past sk, the causal
+  // diagonal). A sequence's last block cut short was loaded
   // through a box ending at its last key (key_box_start): its columns are keys from the box's
   // first on, and those before the block's own first key (earlier blocks') are masked too.
   __device__ __forceinline__ void apply(float (&s)[kBlockN / 2], int n, int first_row, int row0,
-                                        int sq, int sk) const {
+                                        int sq, int sk, const FastDivmod& by_group) const {
     if (negate) {
 #pragma unroll
       for (int i = 0; i < kBlockN / 2; ++i) s[i] = -s[i];
     }
     const int n0 = n * kBlockN;
-    if (block_needs_mask(n0, kBlockN, first_row, sq, sk, Kt::kCausal)) {
+    if (block_needs_mask(n0, kBlockN, query_of(first_row, by_group), sq, sk, Kt::kCausal)) {
       const int box0 = Kt::kSequences ? key_box_start(n, kBlockN, sk) : n0;
 #pragma unroll
       for (int i = 0; i < kBlockN / 2; ++i) {
         const int key = box0 + (i / 4) * 8 + quad_col * 2 + (i % 2);
-        const int query = row0 + ((i / 2) % 2) * 8;
+        const int query = query_of(row0 + ((i / 2) % 2) * 8, by_group);
         if (key > last_visible_key(query, sq, sk, Kt::kCausal) || (Kt::kSequences && key < n0))
           s[i] = -INFINITY;
       }

@@ -20,5 +20,14 @@ CUtensorMap make_head_tile_map(const char* name, const void* base, ElemType elem
                                int heads, int batch, int64_t row_stride, int64_t head_stride,
                                int64_t batch_stride, int box_cols, int box_rows);
 
+// The queries of a (batch, rows, heads, d) tensor whose heads form groups of `group` (the query
+// heads of one k/v head), seen as the 5-D map (d, group, rows, heads / group, batch) whose box is
+// box_cols columns x the group's heads x box_rows / group rows: box_rows rows of a tile that
+// packs the group's heads (row r: query r / group, head r % group). group divides box_rows.
+CUtensorMap make_group_tile_map(const char* name, const void* base, ElemType elem, int d,
+                                int rows, int heads, int group, int batch, int64_t row_stride,
+                                int64_t head_stride, int64_t batch_stride, int box_cols,
+                                int box_rows);
+
 }  // namespace sm90
 }  // namespace flashsplit

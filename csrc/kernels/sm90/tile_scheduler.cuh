@@ -30,7 +30,8 @@ namespace sm90 {
 // part of the tile it is follows from the slot: TileScheduler::piece).
 struct WorkTile {
   int m0;  // first query row; the tile's rows are [m0, m0 + block_m) below its sequence's sq
-  int split, batch, head, kv_head;  // batch: the sequence
+  // batch: the sequence; head: the tile's query head (kPackHeads: the group's first)
+  int split, batch, head, kv_head;
   KeyBlockRange range;  // the key blocks it walks; empty where there are none
   // Its sequence's lengths and rows (kSequences only; the dense kernels read the call's).
   Sequence seq;
@@ -64,9 +65,10 @@ struct TileScheduler {
   __device__ __forceinline__ explicit TileScheduler(const HopperFwdParams& hp)
       : sp(hp.scheduler), p(hp.p) {
     const TailSplit& tail = sp.tail;
-    // Query tiles per head: of the longest sequence (a dense call's sq), for every sequence.
-    m_blocks = (p.max_seqlen_q + kBlockM - 1) / kBlockM;
-    total_tiles = m_blocks * p.num_splits * p.seqs * p.h;
+    // Query tiles per head (kPackHeads: per group): of the longest sequence (a dense call's sq),
+    // for every sequence.
+    m_blocks = (rows_of(p.max_seqlen_q) + kBlockM - 1) / kBlockM;
+    total_tiles = m_blocks * p.num_splits * p.seqs * (Kt::kPackHeads ? p.hk : p.h);
     first_slot = Kt::kTailPass ? tail.main_tiles + blockIdx.x : blockIdx.x;
     end_slot = Kt::kTailPass ? tail.main_tiles + 2 * tail.sm_count
                              : (tail.active() ? tail.main_tiles : total_tiles);
@@ -124,6 +126,14 @@ struct TileScheduler {
   __device__ __forceinline__ int q_row_of(const WorkTile& t) const {
     return Kt::kSequences ? t.seq.row0 : 0;
   }
+  // The tile rows of a sequence of sq queries: one per query, or, where tiles pack a group's
+  // heads, one per query and head of the group; and the query of row `row`.
+  __device__ __forceinline__ int rows_of(int sq) const {
+    return Kt::kPackHeads ? sq * sp.by_group.divisor() : sq;
+  }
+  __device__ __forceinline__ int query_of(int row) const {
+    return Kt::kPackHeads ? sp.by_group.div(row) : row;
+  }
 
   // The dynamic walk's next tile index, drawn by the producer once the current tile's loads are
   // issued (the first gridDim.x tiles are the blocks' first, without a draw).
@@ -153,14 +163,28 @@ struct TileScheduler {
     w.batch = sp.by_heads.div(bh);
     w.head = sp.by_heads.mod(bh, w.batch);
     w.kv_head = sp.by_group.div(w.head);
+    if constexpr (Kt::kPackHeads) {  // by_heads: the k/v heads, each unit a group's heads
+      w.kv_head = w.head;
+      w.head *= sp.by_group.divisor();
+    }
     w.m0 = m_block * kBlockM;
     if constexpr (Kt::kSequences) w.seq = sequence_of<KvLayout::kSequences>(p, w.batch);
     const int sq = sq_of(w), sk = sk_of(w);
-    // A query tile past its sequence's end has no rows, and so no key blocks to walk.
-    const int last_query = min(w.m0 + kBlockM - 1, sq - 1);
-    const int n_visible = Kt::kSequences && w.m0 >= sq
-                              ? 0
-                              : visible_key_blocks(last_query + 1, sq, sk, kBlockN, kCausal);
+    // A query tile past its sequence's end has no rows, and so no key blocks to walk. (The
+    // packed tiles' rows in a branch of their own: written as one expression for both, ptxas
+    // spilled the producer of the causal 192-row kernels.)
+    int n_visible;
+    if constexpr (Kt::kPackHeads) {
+      const int rows = rows_of(sq);
+      n_visible = w.m0 >= rows ? 0
+                               : visible_key_blocks(query_of(min(w.m0 + kBlockM, rows) - 1) + 1,
+                                                    sq, sk, kBlockN, kCausal);
+    } else {
+      const int last_query = min(w.m0 + kBlockM - 1, sq - 1);
+      n_visible = Kt::kSequences && w.m0 >= sq
+                      ? 0
+                      : visible_key_blocks(last_query + 1, sq, sk, kBlockN, kCausal);
+    }
     w.range = Kt::kSplit ? split_key_blocks(n_visible, p.num_splits, w.split)
                          : KeyBlockRange{0, n_visible};
   }
