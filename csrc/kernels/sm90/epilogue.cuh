@@ -137,9 +137,9 @@ struct FwdEpilogue {
 
   // G = 1: lse, then the warp's 16 rows staged and stored with TMA (from d=192 and at d=96,
   // without staging: stored from registers, as the split path stores its partials). A box
-  // stops only at the end of out, not at a sequence's last row, so the sequence kernels copy
-  // their staged rows out instead, as far as the sequence goes (with the TMA store beside the
-  // copy for whole boxes, ptxas spilled the d=128 consumers).
+  // stops only at the end of out, not at a sequence's last row: where a sequence ends inside
+  // the warp's rows, the rows it holds are stored one box row each (store_sequence_rows); the
+  // tiles packing a group's heads copy their rows out to each row's query and head.
   __device__ __forceinline__ void write_direct(const FinishedRows& f, bool no_keys,
                                                const float (&o)[kHeadDimV / 2],
                                                const float (&fin_max)[2],
@@ -166,42 +166,51 @@ struct FwdEpilogue {
     // The warp's first row in the tile's sequence.
     const int warp_row = Kt::kRotate ? f.row0 - th.quad_row
                                      : f.m0 + th.consumer * 64 + th.warp_in_group * 16;
-    if constexpr (Kt::kSequences) return copy_staged_rows(f, warp_row);
+    if constexpr (Kt::kPackHeads) return copy_staged_rows(f, warp_row);
     fence_proxy_async_shared();
     __syncwarp();
     if (th.lane == 0) {
-      // Rows at or past sq lie outside the map and are not written.
+      // Rows at or past the map's rows (a dense call's or a batch's sq) are not written.
       const uint64_t o_policy = l2_evict_first_policy();
-      for (int slab = 0; slab < Tiles::kSlabs; ++slab)
-        tma_store_4d(&ep.o_map, sO_rows + slab * Tiles::kSlabBytesO + warp_rows, slab * 64,
-                     first_row_of(f) + warp_row, f.head, f.batch, o_policy);
+      if (Kt::kSequences && warp_row + 16 > f.sq) {
+        store_sequence_rows(f, warp_row, o_policy);
+      } else {
+        for (int slab = 0; slab < Tiles::kSlabs; ++slab)
+          tma_store_4d(&ep.o_map, sO_rows + slab * Tiles::kSlabBytesO + warp_rows, slab * 64,
+                       first_row_of(f) + warp_row, f.head, f.batch, o_policy);
+      }
       bulk_commit_group();
     }
   }
 
-  // The warp's staged rows from warp_row on that its sequence holds (those below rows_of), 16
-  // bytes per lane and store (a row's chunks by consecutive lanes), from the swizzled staging to
-  // out: rows of one head one after another, or each at its own query and head (kPackHeads).
+  // The warp's staged rows from warp_row on that its sequence holds, where it ends inside them
+  // (the rows after it are the next sequence's in a varlen batch): one TMA store of a box row
+  // each (EpilogueParams::o_row_map), from the row's place in the staging.
+  __device__ __forceinline__ void store_sequence_rows(const FinishedRows& f, int warp_row,
+                                                      uint64_t o_policy) const {
+    for (int row = 0; row < f.sq - warp_row; ++row)
+      for (int slab = 0; slab < Tiles::kSlabs; ++slab)
+        tma_store_4d(&ep.o_row_map, sO_rows + slab * Tiles::kSlabBytesO + warp_rows + row * 128,
+                     slab * 64, first_row_of(f) + warp_row + row, f.head, f.batch, o_policy);
+  }
+
+  // Tiles packing a group's heads: the warp's staged rows from warp_row on that its sequence
+  // holds (those below rows_of), each to its query and head, 16 bytes per lane and store (a
+  // row's chunks by consecutive lanes), from the swizzled staging to out.
   __device__ __forceinline__ void copy_staged_rows(const FinishedRows& f, int warp_row) const {
     constexpr int kChunks = Tiles::kSlabs * 8;  // 16-byte chunks per row
     __syncwarp();
     Elem* const sequence = static_cast<Elem*>(p.out) + f.batch * p.o_batch_stride +
                            static_cast<int64_t>(first_row_of(f)) * p.o_row_stride;
-    Elem* const rows = sequence + f.head * p.o_head_stride +
-                       static_cast<int64_t>(warp_row) * p.o_row_stride;
     const int end = rows_of(f);
     for (int c = th.lane; c < 16 * kChunks; c += 32) {
       const int row = c / kChunks, slab = c % kChunks / 8, chunk = c % 8;
       if (warp_row + row >= end) break;
       const uint4 v = *reinterpret_cast<const uint4*>(
           sO_rows + slab * Tiles::kSlabBytesO + warp_rows + row * 128 + ((chunk ^ (row % 8)) << 4));
-      Elem* dst;
-      if constexpr (Kt::kPackHeads) {
-        const RowPlace at = place_of(f, warp_row + row);
-        dst = sequence + at.head * p.o_head_stride + static_cast<int64_t>(at.query) * p.o_row_stride;
-      } else {
-        dst = rows + row * p.o_row_stride;
-      }
+      const RowPlace at = place_of(f, warp_row + row);
+      Elem* const dst =
+          sequence + at.head * p.o_head_stride + static_cast<int64_t>(at.query) * p.o_row_stride;
       *reinterpret_cast<uint4*>(dst + slab * 64 + chunk * 8) = v;
     }
     __syncwarp();

@@ -36,12 +36,18 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
                                          params.hk, params.kv_batches, params.v_row_stride,
                                          params.v_head_stride, params.v_batch_stride,
                                          Tiles::kSlabCols, Tiles::kBlockN);
-  // G = 1 stores the output with TMA, 16 rows (one consumer warp) per box; splits write fp32
-  // partials without a map, and sequences copy their staged rows out (write_direct).
-  if (params.num_splits <= 1 && Tiles::kStagedOutput && !Sequences) {
+  // G = 1 stores the output with TMA, 16 rows (one consumer warp) per box, and a sequence's
+  // rows where it ends inside a warp's one row per box; splits write fp32 partials without a
+  // map, and tiles packing a group's heads copy their rows out (write_direct).
+  if (params.num_splits <= 1 && Tiles::kStagedOutput && !PackHeads) {
     hp.epilogue.o_map = make_head_tile_map("out", params.out, params.elem, D, params.sq, params.h,
                                   params.b, params.o_row_stride, params.o_head_stride,
                                   params.o_batch_stride, 64, 16);
+    if constexpr (Sequences) {
+      hp.epilogue.o_row_map = make_head_tile_map(
+          "out", params.out, params.elem, D, params.sq, params.h, params.b, params.o_row_stride,
+          params.o_head_stride, params.o_batch_stride, 64, 1);
+    }
   }
   return hp;
 }

@@ -31,6 +31,9 @@ struct MainloopParams {
 // The epilogues' destinations beyond the portable params' (out and lse, or the partials).
 struct EpilogueParams {
   CUtensorMap o_map;  // dims (d, sq, h, b), box (64, 16, 1, 1): one warp's rows; G = 1 only
+  // Sequences: the same with a box of one row, for a sequence's rows where it ends inside a
+  // warp's (FwdEpilogue::store_sequence_rows).
+  CUtensorMap o_row_map;
   // The tail split's workspace (core/tail_split.h): the pieces' partials and arrival counters.
   float* tail_ws = nullptr;
 };
