@@ -134,6 +134,23 @@ def test_multi_token_decode_on_narrow_row_tiles(dtype, d, causal, sq):
         assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_varlen_on_the_256_row_tiles(dtype, causal):
+    """d=64 varlen prefill that the dense call would run on 256-row tiles: on the H100 the
+    sequence instances run them too (rows past a sequence's end in a tile, sequences ending
+    inside a warp's rows, one shorter than a key block)."""
+    q_lens = [1024, 1000, 700, 3, 1024, 1024, 999, 1024]
+    k_lens = list(q_lens)
+    q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, 16, 16, 64, dtype, "cuda", seed=7)
+    seqs = Sequences(cu_q, cu_k, max_seqlen_q=max(q_lens), max_seqlen_k=max(k_lens))
+    decision = _native.sequence_gate_decision(q[None], k[None], v[None], seqs, causal, 1)
+    if decision["kernel"] != PORTABLE:
+        assert decision["details"]["block_m"] == 256, decision
+    out, lse = _varlen(q, k, v, cu_q, cu_k, q_lens, k_lens, causal=causal, num_splits=1)
+    assert_varlen_matches(out, lse, q, k, v, q_lens, k_lens, "256-row tiles", causal=causal)
+
+
 # (h, hk, sq): a GQA group's heads packed into the Hopper kernel's 128-row tiles, from groups of
 # 2 to 16 (MQA): one tile partly filled, two tiles the second partly, and a tile exactly full.
 PACKED_GROUPS = {"g2-9": (16, 8, 9), "g4-40": (32, 8, 40), "g8-16": (32, 4, 16),

@@ -100,8 +100,8 @@ constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal, long
 // grid and lose on a grid of one or two waves. heads or sm_count 0: the grid is unknown, so
 // hopper_split_block_m. Wide tiles (d=64; with the mask below kHopperTallMinSq rows) win where
 // their weighted waves are fewer still.
-// Sequences of their own lengths (varlen, contiguous kv caches) have no wide tiles, and their
-// split calls run base tiles. Their tall tiles run at d=64 and with the mask: without it, at
+// Sequences of their own lengths (varlen, contiguous kv caches): their split calls run base
+// tiles. Their tall tiles run at d=64 and with the mask: without it, at
 // d=128 their 192-row tiles measured 6-8% slower than their 128-row ones at 2k-4k rows (with
 // the mask 1-7% faster, at d=64 3-14%).
 constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long sk,
@@ -110,7 +110,7 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
   const bool tall_exists = (head_dim == 64 || head_dim == 96 || head_dim == 128) &&
                            (!causal || sq >= kHopperTallMinSq) &&
                            (!sequences || causal || head_dim == 64);
-  const bool wide_exists = !sequences && head_dim == 64 && (!causal || sq < kHopperTallMinSq);
+  const bool wide_exists = head_dim == 64 && (!causal || sq < kHopperTallMinSq);
   if (sequences && num_splits != 1) return kHopperBaseRows;
   if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !(tall_exists || wide_exists))
     return sequences ? kHopperBaseRows : hopper_split_block_m(head_dim, sq, causal, sk);

@@ -342,9 +342,9 @@ TEST(Plan, PagedDecodeSplitsItsLongerWalkFurther) {
 }
 
 TEST(Plan, ContiguousSequencesRunHopperTilesOfTheirOwnWithoutATailSplit) {
-  // Varlen prefill: the Hopper kernels' sequence instances, never on the wide tiles nor a tail
-  // split (both assume tiles of equal length); split calls on 128-row ping-pong tiles, unsplit
-  // ones on 128- or 192-row tiles as the dense call would weigh them.
+  // Varlen prefill: the Hopper kernels' sequence instances, never with a tail split (it
+  // assumes tiles of equal length); split calls on 128-row ping-pong tiles, unsplit ones on the
+  // tiles the dense call would weigh (the 128-row ones without the mask from d=96).
   BuildInfo build = hopper_build();
   build.head_dims = {64, 96, 128, 192, 256};
   int tall_plans = 0;
@@ -371,10 +371,8 @@ TEST(Plan, ContiguousSequencesRunHopperTilesOfTheirOwnWithoutATailSplit) {
         const LaunchPlan dense = make_launch_plan(p, h100(), build, PlanOptions{}, splits);
         if (splits > 1 || d > 128 || (!causal && d != 64)) {
           EXPECT_EQ(plan.tiles.block_m, kHopperBaseRows);
-        } else if (dense.tiles.block_m != kHopperWideRows) {
-          EXPECT_EQ(plan.tiles.block_m, dense.tiles.block_m);
         } else {
-          EXPECT_NE(plan.tiles.block_m, kHopperWideRows);
+          EXPECT_EQ(plan.tiles.block_m, dense.tiles.block_m);
         }
         EXPECT_EQ(plan.tiles.block_n,
                   d > 128                                   ? hopper_large_head_block_n(d)
@@ -385,6 +383,15 @@ TEST(Plan, ContiguousSequencesRunHopperTilesOfTheirOwnWithoutATailSplit) {
     }
   }
   EXPECT_GE(tall_plans, 3);  // d=64 both ways, d=96 and 128 with the mask
+  // 8 sequences of 1024 rows at d=64: the 256-row tiles, as the dense call.
+  AttnProblem wide;
+  wide.b = 8, wide.sq = 1024, wide.sk = 1024, wide.h = 16, wide.hk = 16, wide.d = 64;
+  wide.causal = true;
+  wide.per_sequence = true;
+  const LaunchPlan wide_plan = make_launch_plan(wide, h100(), hopper_build(), PlanOptions{}, 1);
+  EXPECT_EQ(wide_plan.tiles.block_m, kHopperWideRows);
+  EXPECT_TRUE(wide_plan.sequences);
+  EXPECT_TRUE(wide_plan.tile_counter);  // causal 256-row tiles drawn from a counter
   // Paged k/v and decode stay on the portable kernels.
   AttnProblem p;
   p.b = 4, p.sq = 2048, p.sk = 2048, p.h = 16, p.hk = 16, p.d = 128;

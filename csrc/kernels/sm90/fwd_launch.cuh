@@ -224,10 +224,16 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
         return launch_variant<Elem, D, false, true, Tiles, true>(params, plan, stream, record);
       }
     }
-    // Unsplit calls from d=128 down may take the 192-row tiles (their split forms spilled).
+    // Unsplit calls from d=128 down may take the 192-row tiles (their split forms spilled), and
+    // at d=64 the 256-row ones.
     if constexpr (D <= 128) {
       if (!plan.paged && block_m == kHopperTallRows && plan.num_splits == 1) {
         return launch_unsplit<Elem, D, TallTiles<D>, true>(params, plan, stream, record);
+      }
+    }
+    if constexpr (D == 64) {
+      if (!plan.paged && block_m == kHopperWideRows && plan.num_splits == 1) {
+        return launch_unsplit<Elem, D, WideTiles, true>(params, plan, stream, record);
       }
     }
   } else if constexpr (D > 128) {
