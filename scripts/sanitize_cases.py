@@ -114,14 +114,16 @@ MEMCHECK_CASES = [
          1, "contiguous", 128, 128),
     Case("fp16-d256-decode-G3-narrow", "fp16", 256, False, 2, 1, 777, 8, 2, 3, "contiguous"),
     Case("bf16-d96-decode-auto-narrow", "bf16", 96, False, 1, 1, 2000, 4, 4, 0, "contiguous"),
-    # Varlen prefill on the Hopper kernels' sequence instances (128- and 192-row tiles): last
-    # key blocks cut short, rows copied out as far as each sequence goes.
+    # Varlen prefill on the Hopper kernels' sequence instances (128-, 192- and 256-row tiles):
+    # last key blocks cut short, sequences ending inside a warp's rows.
     Case("bf16-d128-causal-G1-varlen-hopper", "bf16", 128, True, 3, 200, 300, 4, 2, 1, "varlen",
          128),
     Case("fp16-d64-full-G3-varlen-hopper", "fp16", 64, False, 3, 150, 400, 4, 4, 3, "varlen",
          128),
     Case("bf16-d64-causal-G1-varlen-hopper192", "bf16", 64, True, 2, 1600, 1600, 12, 12, 1,
          "varlen", 192),
+    Case("fp16-d64-causal-G1-varlen-hopper256", "fp16", 64, True, 8, 1024, 1024, 16, 16, 1,
+         "varlen", 256),
     # Multi-token decode with a GQA group's heads packed into the Hopper tiles' rows (5-D Q box,
     # rows written at their query and head): two tiles, the second part-full; varlen sequences
     # of 30, 17 and 4 queries.
