@@ -131,6 +131,9 @@ MEMCHECK_CASES = [
          "contiguous", 128),
     Case("fp16-d64-full-G1-varlen-hopper-packed", "fp16", 64, False, 3, 30, 300, 16, 2, 1,
          "varlen", 128),
+    # A group of 5: 125 rows of a tile filled, the rest zeroed padding.
+    Case("bf16-d128-causal-G1-hopper-packed-g5", "bf16", 128, True, 2, 30, 400, 10, 2, 1,
+         "contiguous", 125),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64, and a short GQA
 # query block packed into its rows), the portable wide tile and the narrow tile (decode).
@@ -143,8 +146,8 @@ RACECHECK_CASES = [
     # Causal tiles drawn from a counter through the tile ring: 264 tiles of 256 rows, two per SM.
     Case("race-fp16-d64-causal-G1-hopper256-drawn", "fp16", 64, True, 4, 512, 512, 33, 33, 1,
          "contiguous", 256),
-    # A group of 6 does not divide the Hopper tile's 128 rows: the portable wide tile packs it.
-    Case("race-fp16-d64-G2-portable-wide", "fp16", 64, False, 1, 20, 300, 6, 1, 2, "contiguous"),
+    # d=96: the portable wide tile packs the group (the Hopper kernels pack at d = 64 and 128).
+    Case("race-fp16-d96-G2-portable-wide", "fp16", 96, False, 1, 20, 300, 6, 1, 2, "contiguous"),
     Case("race-bf16-d128-causal-G2-hopper-packed", "bf16", 128, True, 1, 9, 300, 32, 8, 2,
          "contiguous", 128),
     Case("race-fp16-d128-decode-G2-narrow", "fp16", 128, False, 1, 1, 150, 4, 2, 2,

@@ -26,7 +26,8 @@ SHAPES = [
     (1, 16, 16, 128, 65535, 64, False, 0, "split prefill and the combine"),
     (8, 32, 8, 1, 16384, 128, False, 0, "decode on the narrow portable tile"),
     (2, 32, 8, 40, 3000, 64, True, 3, "GQA rows packed in Hopper tiles, forced split"),
-    (2, 24, 4, 40, 3000, 64, True, 3, "a group of 6 packed in portable tiles, forced split"),
+    (2, 24, 4, 40, 3000, 96, True, 3, "GQA rows of d=96 packed in portable tiles, forced split"),
+    (2, 40, 8, 30, 3000, 128, True, 0, "a group of 5 packed in 125 Hopper tile rows"),
     (8, 32, 8, 8, 16384, 128, False, 0, "multi-token decode packing a GQA group"),
 ]
 IDS = [s[-1].replace(" ", "-") for s in SHAPES]

@@ -192,17 +192,24 @@ constexpr bool hopper_sequence_splits_built(int head_dim, bool causal) {
 // Multi-token decode of a GQA group (fewer than 64 queries of h/hk > 1 heads, more packed rows
 // than the narrow tile holds): the Hopper kernel packs the group's query heads into the rows of
 // its 128-row tiles (row r: query r / group, head r % group), so one tile's K/V serves the
-// whole group, as the portable kernels do. Its Q box is (d, group, 128 / group queries), so the
-// group must divide 128; it runs at d = 64 and 128.
+// whole group, as the portable kernels do. A tile holds whole queries of the group: its Q box is
+// (d, group, 128 / group queries), so groups up to 128; it runs at d = 64 and 128.
 constexpr bool hopper_packs_heads(long long sq, long long h, long long hk, int head_dim) {
-  return h != hk && hk > 0 && h % hk == 0 && sq < 64 && !use_narrow_tiles(sq, h, hk) &&
-         kHopperBaseRows % (h / hk) == 0 && (head_dim == 64 || head_dim == 128);
+  return h != hk && hk > 0 && h % hk == 0 && h / hk <= kHopperBaseRows && sq < 64 &&
+         !use_narrow_tiles(sq, h, hk) && (head_dim == 64 || head_dim == 128);
+}
+
+// The rows a tile packing a group of `group` heads fills: as many whole queries of the group as
+// 128 rows hold (128 where the group divides 128, 125 for a group of 5); the rest are padding.
+constexpr int hopper_packed_tile_rows(long long group) {
+  return static_cast<int>(kHopperBaseRows / group * group);
 }
 
 // The tiles of a call whose heads the Hopper kernel packs: the 128-row ping-pong tiles of its
-// sequence instances.
-constexpr TileConfig hopper_packed_tile_config() {
-  return TileConfig{kHopperBaseRows, kHopperBlockN, 4 + kHopperBaseRows / 16, 1, 1, true, true};
+// sequence instances, block_m their rows filled.
+constexpr TileConfig hopper_packed_tile_config(long long group) {
+  return TileConfig{hopper_packed_tile_rows(group), kHopperBlockN, 4 + kHopperBaseRows / 16,
+                    1, 1, true, true};
 }
 
 // The Hopper kernel serves a call when each head brings at least half a tile of query rows, or

@@ -15,7 +15,7 @@ TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
   const int d = static_cast<int>(p.d);
   switch (family) {
     case KernelFamily::kHopperWgmma:
-      if (hopper_packs_heads(p.sq, p.h, p.hk, d)) return hopper_packed_tile_config();
+      if (hopper_packs_heads(p.sq, p.h, p.hk, d)) return hopper_packed_tile_config(p.h / p.hk);
       return hopper_tile_config(d, p.sq, p.causal, p.sk, 0, 0, 2,
                                 static_cast<int>(value_head_dim(p)), p.per_sequence);
     case KernelFamily::kPortableMma:
@@ -72,8 +72,10 @@ TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const Ti
 
 bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& p,
                                 const TileConfig& tiles) {
-  return family == KernelFamily::kHopperWgmma && tiles.block_m == kHopperBaseRows &&
-         hopper_persistent(p.sk) && hopper_carry_across_tiles(static_cast<int>(p.d), p.causal);
+  // The 128-row ping-pong tiles (those packing a group's heads fill fewer of their rows).
+  const bool ping_pong = tiles.block_m == kHopperBaseRows || (tiles.wgmma && tiles.packs_heads);
+  return family == KernelFamily::kHopperWgmma && ping_pong && hopper_persistent(p.sk) &&
+         hopper_carry_across_tiles(static_cast<int>(p.d), p.causal);
 }
 
 bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,

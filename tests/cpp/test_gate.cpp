@@ -474,8 +474,17 @@ TEST(GateFamily, DecodeStaysPortableAndShortGqaQueriesPackTheirGroupOnHopper) {
   EXPECT_TRUE(packed.wgmma);
   EXPECT_EQ(packed.block_m, 128);
   EXPECT_EQ(forward_blocks(p.b, p.sq, p.h, p.hk, packed), p.b * p.hk);
-  p.h = 40;  // a group of 5 does not divide the tile's 128 rows: portable
-  EXPECT_EQ(check_native(p, h100(), hopper_build()).family, KernelFamily::kPortableMma);
+  p.h = 40;  // a group of 5: 25 whole queries fill 125 of the tile's rows
+  EXPECT_EQ(check_native(p, h100(), hopper_build()).family, KernelFamily::kHopperWgmma);
+  EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 125);
+  EXPECT_EQ(forward_blocks(p.b, p.sq, p.h, p.hk, tiles_for(KernelFamily::kHopperWgmma, p)),
+            p.b * p.hk);  // 16 queries x 5 heads: 80 rows, one tile
+  p.sq = 40;            // 200 rows: two tiles of 125
+  EXPECT_EQ(forward_blocks(p.b, p.sq, p.h, p.hk, tiles_for(KernelFamily::kHopperWgmma, p)),
+            p.b * p.hk * 2);
+  p.h = 8 * 256;  // a group of 256 would not fit one query in a tile: portable
+  EXPECT_FALSE(hopper_packs_heads(p.sq, p.h, p.hk, 128));
+  p.sq = 16;
   p.h = 32;  // packed tiles run at d = 64 and 128
   EXPECT_TRUE(hopper_packs_heads(p.sq, p.h, p.hk, 64));
   EXPECT_FALSE(hopper_packs_heads(p.sq, p.h, p.hk, 96));

@@ -67,11 +67,17 @@ struct FwdEpilogue {
         sO_rows(staging + thread.consumer * Tiles::kSlabs * Tiles::kSlabBytesO),
         warp_rows(thread.warp_in_group * 16 * 128) {}
 
-  // The finished tile's sequence: its queries and its first row in q's layout (dense kernels:
-  // the call's, read where used rather than kept beside O).
-  __device__ __forceinline__ int rows_of(const FinishedRows& f) const {
+  // The finished tile's sequence, read where used rather than kept beside O (dense kernels:
+  // the call's). Its rows to write end before rows_end: its queries', or, where tiles pack a
+  // group's heads, also the last its Q box filled (TileScheduler::tile_rows).
+  __device__ __forceinline__ int rows_end(const FinishedRows& f) const {
     const int sq = Kt::kSequences ? f.sq : p.sq;
-    return Kt::kPackHeads ? sq * sp.by_group.divisor() : sq;
+    if constexpr (Kt::kPackHeads) {
+      const int group = sp.by_group.divisor();
+      return min(sq * group, f.m0 + sp.by_group.div(Tiles::kBlockM) * group);
+    } else {
+      return sq;
+    }
   }
   // Where tile row `row` goes: its query (from the sequence's first row) and head.
   struct RowPlace {
@@ -85,6 +91,7 @@ struct FwdEpilogue {
       return RowPlace{row, f.head};
     }
   }
+  // Its first row in q's layout.
   __device__ __forceinline__ int first_row_of(const FinishedRows& f) const {
     return Kt::kSequences ? f.q_row : 0;
   }
@@ -123,7 +130,7 @@ struct FwdEpilogue {
     for (int r = 0; r < 2; ++r) {
       const float sum = no_keys ? 0.f : quad_sum(row_sum[r]);
       const int row = f.row0 + 8 * r;
-      if (row >= rows_of(f)) continue;  // a padding row of the last tile
+      if (row >= rows_end(f)) continue;  // a padding row
       const RowPlace at = place_of(f, row);
       write_output_row<Elem, kHeadDimV, Split>(
           p, f.batch, at.head, first_row_of(f) + at.query, f.split, row_max[r], scale_log2, sum,
@@ -156,7 +163,7 @@ struct FwdEpilogue {
           finished_row_scale<Tiles::kApproxRowScale>(fin_max[r], scale_log2, sum);
       inv[r] = scale.inv;
       const int row = f.row0 + 8 * r;
-      if (th.quad_col == 0 && row < rows_of(f)) {
+      if (th.quad_col == 0 && row < rows_end(f)) {
         const RowPlace at = place_of(f, row);
         p.lse[(static_cast<int64_t>(f.batch) * p.h + at.head) * p.sq + first_row_of(f) +
               at.query] = scale.lse;
@@ -195,14 +202,14 @@ struct FwdEpilogue {
   }
 
   // Tiles packing a group's heads: the warp's staged rows from warp_row on that its sequence
-  // holds (those below rows_of), each to its query and head, 16 bytes per lane and store (a
+  // holds (those below rows_end), each to its query and head, 16 bytes per lane and store (a
   // row's chunks by consecutive lanes), from the swizzled staging to out.
   __device__ __forceinline__ void copy_staged_rows(const FinishedRows& f, int warp_row) const {
     constexpr int kChunks = Tiles::kSlabs * 8;  // 16-byte chunks per row
     __syncwarp();
     Elem* const sequence = static_cast<Elem*>(p.out) + f.batch * p.o_batch_stride +
                            static_cast<int64_t>(first_row_of(f)) * p.o_row_stride;
-    const int end = rows_of(f);
+    const int end = rows_end(f);
     for (int c = th.lane; c < 16 * kChunks; c += 32) {
       const int row = c / kChunks, slab = c % kChunks / 8, chunk = c % 8;
       if (warp_row + row >= end) break;

@@ -59,6 +59,7 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1)
   const int lane = threadIdx.x % 32;
   const TileScheduler<Kt> scheduler(hp);
   WorkTile tile{};  // the tile the consumers compute
+  if constexpr (Kt::kPackHeads) clear_q_padding<Kt>(smem, scheduler.tile_rows());
   init_barriers<Kt>(smem);
 
   if (warpgroup == 0) {

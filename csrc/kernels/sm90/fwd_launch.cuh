@@ -17,11 +17,12 @@ template <int D, class Tiles, bool Sequences, bool PackHeads>
 HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
   HopperFwdParams hp{};
   hp.p = params;
-  if constexpr (PackHeads) {  // a tile's rows: the group's heads of block_m / group queries
+  if constexpr (PackHeads) {  // a tile's rows: whole queries of the group, as many as fit
+    const int group = params.h / params.hk;
     hp.mainloop.q_map = make_group_tile_map(
-        "q", params.q, params.elem, D, params.sq, params.h, params.h / params.hk, params.b,
-        params.q_row_stride, params.q_head_stride, params.q_batch_stride, Tiles::kSlabCols,
-        Tiles::kBlockM);
+        "q", params.q, params.elem, D, params.sq, params.h, group, params.b, params.q_row_stride,
+        params.q_head_stride, params.q_batch_stride, Tiles::kSlabCols,
+        hopper_packed_tile_rows(group));
   } else {
     hp.mainloop.q_map = make_head_tile_map(
         "q", params.q, params.elem, D, params.sq, params.h, params.b, params.q_row_stride,
@@ -60,8 +61,9 @@ void set_walk(HopperFwdParams& hp, const LaunchPlan& plan, gpuStream_t stream) {
   const AttnFwdParams& p = hp.p;
   SchedulerParams& sp = hp.scheduler;
   const int group = p.h / p.hk, heads = PackHeads ? p.hk : p.h;
+  const int tile_rows = PackHeads ? hopper_packed_tile_rows(group) : Tiles::kBlockM;
   const int m_blocks =
-      ceil_div(static_cast<long long>(p.max_seqlen_q) * (PackHeads ? group : 1), Tiles::kBlockM);
+      ceil_div(static_cast<long long>(p.max_seqlen_q) * (PackHeads ? group : 1), tile_rows);
   const long long tiles = static_cast<long long>(m_blocks) * p.num_splits * p.seqs * heads;
   const long long main_tiles = plan.tail.active() ? plan.tail.main_tiles : tiles;
   const int blocks = static_cast<int>(plan.forward_grid.x);
@@ -127,7 +129,9 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
     throw std::logic_error("flashsplit: a tail split on tiles that cannot run one");
   }
   if (record != nullptr) {
-    record->block_m = Tiles::kBlockM;
+    // Tiles packing a group's heads fill as many rows as hold whole queries of the group.
+    record->block_m =
+        PackHeads ? hopper_packed_tile_rows(params.h / params.hk) : Tiles::kBlockM;
     record->block_n = Tiles::kBlockN;
     record->packs_heads = PackHeads;
     record->forward_grid = LaunchGrid{blocks, 1, 1};
@@ -203,7 +207,8 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
   // Multi-token decode of a GQA group: the 128-row sequence tiles packing the group's heads.
   if constexpr (D == 64 || D == 128) {
     if (plan.tiles.packs_heads) {
-      if (plan.sequences && !plan.paged && block_m == PingPongTiles<D>::kBlockM &&
+      if (plan.sequences && !plan.paged &&
+          block_m == hopper_packed_tile_rows(params.h / params.hk) &&
           block_n == PingPongTiles<D>::kBlockN) {
         return launch_tiles<Elem, D, PingPongTiles<D>, true, true>(params, plan, stream, record);
       }

@@ -73,7 +73,7 @@ struct FwdProducer {
   }
 
   // Tiles packing a group's heads: Q is the group's heads of block_m / group queries from the
-  // tile's first row's query on (a 5-D box, make_group_tile_map). A function of its own: with
+  // tile's first row's query on (a 5-D box, make_group_tile_map), its tile_rows() rows. A function of its own: with
   // its row computed beside the others' in load_tile, the causal 192-row kernels' 32-register
   // producer spilled.
   __device__ __forceinline__ void load_group_q(const WorkTile& t, int qb) {
@@ -91,7 +91,11 @@ struct FwdProducer {
     // tile that last used it has done its last S = Q K^T.
     const int qb = ring_slot<Tiles::kQStages>(q_round);
     mbar_wait(&smem.q_empty()[qb], ring_parity<Tiles::kQStages>(q_round) ^ 1);
-    mbar_arrive_expect_tx(&smem.q_full()[qb], Tiles::kTileBytesQ);
+    // The bytes the Q box brings (tiles packing a group's heads: its tile_rows).
+    mbar_arrive_expect_tx(&smem.q_full()[qb],
+                          Kt::kPackHeads
+                              ? Tiles::kSlabs * sched.tile_rows() * Tiles::kSlabRowBytes
+                              : Tiles::kTileBytesQ);
     // Q's first row and batch: a sequence's rows start at row0 of its batch.
     const int row = Kt::kSequences ? t.seq.row0 + t.m0 : t.m0;
     const int batch = Kt::kSequences ? t.seq.batch : t.batch;

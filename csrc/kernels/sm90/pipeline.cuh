@@ -46,6 +46,27 @@ __device__ __forceinline__ void warp_release(uint64_t* empty, int lane) {
 // Thread 0 initialises every mbarrier before any role touches one: "full" barriers wait for the
 // producer's one arrival (and its bytes), "empty" ones for each consumer warp's (every consumer
 // warp releases a buffer once it has read it).
+// Tiles packing a group's heads whose group does not divide their rows: the Q boxes fill only
+// tile_rows of them, so the rows after those are zeroed once, before any load (the consumers'
+// GEMMs read them as padding rows; stale bits there could be NaN, harmless to the other rows
+// but not to a clean sanitizer run). Ordered before the TMA loads and wgmma reads (the async
+// proxy) by the fence and init_barriers' __syncthreads.
+template <class Kt>
+__device__ __forceinline__ void clear_q_padding(const SharedView<typename Kt::Tiles>& smem,
+                                                int tile_rows) {
+  using Tiles = typename Kt::Tiles;
+  if (tile_rows == Tiles::kBlockM) return;
+  constexpr int kChunksPerRow = Tiles::kSlabRowBytes / 16;
+  const int chunks = (Tiles::kBlockM - tile_rows) * kChunksPerRow;
+  for (int i = threadIdx.x; i < Tiles::kQStages * Tiles::kSlabs * chunks; i += blockDim.x) {
+    const int buffer = i / (Tiles::kSlabs * chunks), rest = i % (Tiles::kSlabs * chunks);
+    const int slab = rest / chunks, chunk = rest % chunks;
+    *reinterpret_cast<uint4*>(smem.q() + buffer * Tiles::kTileBytesQ + slab * Tiles::kSlabBytesQ +
+                              tile_rows * Tiles::kSlabRowBytes + chunk * 16) = make_uint4(0, 0, 0, 0);
+  }
+  fence_proxy_async_shared();
+}
+
 template <class Kt>
 __device__ __forceinline__ void init_barriers(const SharedView<typename Kt::Tiles>& smem) {
   using Tiles = typename Kt::Tiles;

@@ -29,7 +29,9 @@ namespace sm90 {
 // One tile of the walk, or, in the tail kernel, one piece of a tail tile (its key blocks; which
 // part of the tile it is follows from the slot: TileScheduler::piece).
 struct WorkTile {
-  int m0;  // first query row; the tile's rows are [m0, m0 + block_m) below its sequence's sq
+  // First query row; the tile's rows are [m0, m0 + block_m) below its sequence's sq (kPackHeads:
+  // [m0, m0 + tile_rows) below its sq x group)
+  int m0;
   // batch: the sequence; head: the tile's query head (kPackHeads: the group's first)
   int split, batch, head, kv_head;
   KeyBlockRange range;  // the key blocks it walks; empty where there are none
@@ -66,8 +68,13 @@ struct TileScheduler {
       : sp(hp.scheduler), p(hp.p) {
     const TailSplit& tail = sp.tail;
     // Query tiles per head (kPackHeads: per group): of the longest sequence (a dense call's sq),
-    // for every sequence.
-    m_blocks = (rows_of(p.max_seqlen_q) + kBlockM - 1) / kBlockM;
+    // for every sequence. (The packed tiles' rows in branches of their own here and in locate:
+    // written as one expression for both, ptxas spilled the causal 192- and 256-row kernels.)
+    if constexpr (Kt::kPackHeads) {
+      m_blocks = (rows_of(p.max_seqlen_q) + tile_rows() - 1) / tile_rows();
+    } else {
+      m_blocks = (p.max_seqlen_q + kBlockM - 1) / kBlockM;
+    }
     total_tiles = m_blocks * p.num_splits * p.seqs * (Kt::kPackHeads ? p.hk : p.h);
     first_slot = Kt::kTailPass ? tail.main_tiles + blockIdx.x : blockIdx.x;
     end_slot = Kt::kTailPass ? tail.main_tiles + 2 * tail.sm_count
@@ -134,6 +141,15 @@ struct TileScheduler {
   __device__ __forceinline__ int query_of(int row) const {
     return Kt::kPackHeads ? sp.by_group.div(row) : row;
   }
+  // The rows a tile fills: all of them, or, packing a group's heads, as many whole queries of
+  // the group as they hold (hopper_packed_tile_rows); the others are padding.
+  __device__ __forceinline__ int tile_rows() const {
+    if constexpr (Kt::kPackHeads) {
+      return sp.by_group.div(kBlockM) * sp.by_group.divisor();
+    } else {
+      return kBlockM;
+    }
+  }
 
   // The dynamic walk's next tile index, drawn by the producer once the current tile's loads are
   // issued (the first gridDim.x tiles are the blocks' first, without a draw).
@@ -167,18 +183,20 @@ struct TileScheduler {
       w.kv_head = w.head;
       w.head *= sp.by_group.divisor();
     }
-    w.m0 = m_block * kBlockM;
+    if constexpr (Kt::kPackHeads) {
+      w.m0 = m_block * tile_rows();
+    } else {
+      w.m0 = m_block * kBlockM;
+    }
     if constexpr (Kt::kSequences) w.seq = sequence_of<KvLayout::kSequences>(p, w.batch);
     const int sq = sq_of(w), sk = sk_of(w);
-    // A query tile past its sequence's end has no rows, and so no key blocks to walk. (The
-    // packed tiles' rows in a branch of their own: written as one expression for both, ptxas
-    // spilled the producer of the causal 192-row kernels.)
+    // A query tile past its sequence's end has no rows, and so no key blocks to walk.
     int n_visible;
     if constexpr (Kt::kPackHeads) {
       const int rows = rows_of(sq);
-      n_visible = w.m0 >= rows ? 0
-                               : visible_key_blocks(query_of(min(w.m0 + kBlockM, rows) - 1) + 1,
-                                                    sq, sk, kBlockN, kCausal);
+      const int last_query = query_of(min(w.m0 + tile_rows(), rows) - 1);
+      n_visible =
+          w.m0 >= rows ? 0 : visible_key_blocks(last_query + 1, sq, sk, kBlockN, kCausal);
     } else {
       const int last_query = min(w.m0 + kBlockM - 1, sq - 1);
       n_visible = Kt::kSequences && w.m0 >= sq
