@@ -65,6 +65,10 @@ struct OnlineSoftmax {
   // keeps 2^-126; fp16 P's range has no room to spare).
   static constexpr int kShiftHeadroom = kBf16 ? 32 : 0;
   static constexpr float kHeadroomFactor = 1.f / static_cast<float>(1ull << kShiftHeadroom);
+  // The headroom of a row's first max (with_max; d=64, bf16), in log2 units: the probabilities
+  // of keys more than about 60 below the max, under 2^-126, flush to zero, weights far below
+  // bf16's precision; a sink up to 72 above the first block's scores stays under the bound.
+  static constexpr float kFirstMaxHeadroom = kBf16 && Kt::kHeadDim == 64 ? 64.f : 0.f;
   // The tries of probabilities at the running max that failed in this tile and could not be
   // repaired: after kRunningMaxMisses of them, the tile's later blocks take their max straight
   // away, so scores that jump past kShiftableSum on every block pay for two failed tries per
@@ -121,6 +125,14 @@ struct OnlineSoftmax {
         new_max = fmaxf(row_max[r], block_max);
       } else {
         new_max = (block_max - row_max[r]) * scale_log2 > kMaxSlackLog2 ? block_max : row_max[r];
+        // A row's first max on the d=64 tiles (bf16) lands kFirstMaxHeadroom log2 units above
+        // its first block's, so that scores rising along the walk (falling scores walked last
+        // first, a sink met late) pass the bound only that much + kMaxSlackLog2 above it. (On
+        // the 192-row d=96 and d=128 tiles the check spilled.)
+        if constexpr (kFirstMaxHeadroom > 0) {
+          if (row_max[r] == -INFINITY)
+            new_max = fminf(new_max + kFirstMaxHeadroom * __frcp_rn(scale_log2), FLT_MAX);
+        }
       }
       const float base = softmax_base(new_max, scale_log2);
       rescale[r] = kOverlap || new_max != row_max[r]
