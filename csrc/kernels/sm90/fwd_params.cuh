@@ -41,8 +41,9 @@ struct EpilogueParams {
 // The tile walk (tile_scheduler.cuh).
 struct SchedulerParams {
   // The walk's divisors (the grid, query tiles per head, splits, heads (k/v heads where tiles
-  // pack a group's heads), the GQA group), made on the host: multiply-shift instead of six division sequences per tile (measured: the walk
-  // took 4-8.5% of a consumer's time at s = 512).
+  // pack a group's heads), the GQA group), made on the host: multiply-shift instead of six
+  // division sequences per tile (measured: the walk took 4-8.5% of a consumer's time at
+  // s = 512).
   FastDivmod by_grid{1}, by_m_blocks{1}, by_splits{1}, by_heads{1}, by_group{1};
   // Persistent launches that rotate rounds (LaunchPlan::rotate_rounds; only
   // 192-row kernels read it): the tiles of the last, part-full round (0 where every round is

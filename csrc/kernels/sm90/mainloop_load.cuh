@@ -73,9 +73,9 @@ struct FwdProducer {
   }
 
   // Tiles packing a group's heads: Q is the group's heads of block_m / group queries from the
-  // tile's first row's query on (a 5-D box, make_group_tile_map), its tile_rows() rows. A function of its own: with
-  // its row computed beside the others' in load_tile, the causal 192-row kernels' 32-register
-  // producer spilled.
+  // tile's first row's query on (a 5-D box, make_group_tile_map), its tile_rows() rows. A
+  // function of its own: with its row computed beside the others' in load_tile, the causal
+  // 192-row kernels' 32-register producer spilled.
   __device__ __forceinline__ void load_group_q(const WorkTile& t, int qb) {
     const int query = t.seq.row0 + sched.query_of(t.m0);
     for (int slab = 0; slab < Tiles::kSlabs; ++slab)

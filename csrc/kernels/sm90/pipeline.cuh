@@ -61,8 +61,9 @@ __device__ __forceinline__ void clear_q_padding(const SharedView<typename Kt::Ti
   for (int i = threadIdx.x; i < Tiles::kQStages * Tiles::kSlabs * chunks; i += blockDim.x) {
     const int buffer = i / (Tiles::kSlabs * chunks), rest = i % (Tiles::kSlabs * chunks);
     const int slab = rest / chunks, chunk = rest % chunks;
-    *reinterpret_cast<uint4*>(smem.q() + buffer * Tiles::kTileBytesQ + slab * Tiles::kSlabBytesQ +
-                              tile_rows * Tiles::kSlabRowBytes + chunk * 16) = make_uint4(0, 0, 0, 0);
+    unsigned char* const row = smem.q() + buffer * Tiles::kTileBytesQ +
+                               slab * Tiles::kSlabBytesQ + tile_rows * Tiles::kSlabRowBytes;
+    *reinterpret_cast<uint4*>(row + chunk * 16) = make_uint4(0, 0, 0, 0);
   }
   fence_proxy_async_shared();
 }
