@@ -162,10 +162,11 @@ FS_HOST_DEVICE constexpr bool hopper_staggered_block(long long tiles, long long 
 
 // Tiles of the Hopper (wgmma) kernel: block_m query rows of one head in consumer warpgroups of
 // 64 rows plus a TMA producer warpgroup, 128-key blocks (64 on wide tiles; 112 at d=192, 80 at
-// d=256), one block per SM.
+// d=256), one block per SM (multi-token decode packing a GQA group: hopper_packed_tile_config).
 // Without heads, sm_count and num_splits: the split calls' tiles, which the heuristic models.
 // sequences: a call of sequences of their own lengths (sq and sk their longest), whose
-// kernels have the 128-row tiles and, unsplit, the 192-row ones (hopper_block_m).
+// kernels have the 128-row tiles and, unsplit, the 192-row and (d=64) 256-row ones
+// (hopper_block_m).
 constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bool causal = false,
                                         long long sk = 1 << 20, long long heads = 0,
                                         int sm_count = 0, int num_splits = 2,
