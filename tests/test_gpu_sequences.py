@@ -111,6 +111,17 @@ def test_kvcache_decode_appends_and_attends(dtype, d, paged, sq):
                 assert (kc[i, lens[i] + sq:] == POISON).all(), what + ": cache past the append"
 
 
+def _assert_dense_matches(q, k, v, causal, dtype, what):
+    """flash_attn_func's out and lse at every G of SPLITS against naive_attention."""
+    high, low = naive_pair(q, k, v, causal=causal)
+    for num_splits in SPLITS:
+        out, lse, _ = flashsplit.flash_attn_func(q, k, v, causal=causal, num_splits=num_splits,
+                                                 return_attn_probs=True, strict=True)
+        name = f"{what} G={num_splits}"
+        assert_within_tolerance(out, high[0], low[0], dtype, name + " out")
+        assert_within_tolerance(lse, high[1], low[1], dtype, name + " lse")
+
+
 @pytest.mark.parametrize("sq", [6, 8])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
@@ -125,13 +136,7 @@ def test_multi_token_decode_on_narrow_row_tiles(dtype, d, causal, sq):
     decision = flashsplit.explain(q, k, v, causal=causal)
     if decision["kernel"] == "portable_mma":
         assert decision["details"]["block_m"] == 16, decision
-    high, low = naive_pair(q, k, v, causal=causal)
-    for num_splits in SPLITS:
-        out, lse, _ = flashsplit.flash_attn_func(q, k, v, causal=causal, num_splits=num_splits,
-                                                 return_attn_probs=True, strict=True)
-        what = f"sq={sq} causal={causal} G={num_splits}"
-        assert_within_tolerance(out, high[0], low[0], dtype, what + " out")
-        assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
+    _assert_dense_matches(q, k, v, causal, dtype, f"sq={sq} causal={causal}")
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
@@ -176,13 +181,7 @@ def test_gqa_group_packed_into_tile_rows(dtype, d, causal, group):
     assert decision["details"]["packs_heads"], decision
     if decision["kernel"] != PORTABLE:
         assert decision["details"]["block_m"] == 128 // (h // hk) * (h // hk), decision
-    high, low = naive_pair(q, k, v, causal=causal)
-    for num_splits in SPLITS:
-        out, lse, _ = flashsplit.flash_attn_func(q, k, v, causal=causal, num_splits=num_splits,
-                                                 return_attn_probs=True, strict=True)
-        what = f"dense G={num_splits}"
-        assert_within_tolerance(out, high[0], low[0], dtype, what + " out")
-        assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
+    _assert_dense_matches(q, k, v, causal, dtype, "dense")
 
     # A kv cache: lengths short of a key block, across blocks, shorter than the queries.
     lens = [3, 700, s - sq]

@@ -69,12 +69,11 @@ struct FwdEpilogue {
 
   // The finished tile's sequence, read where used rather than kept beside O (dense kernels:
   // the call's). Its rows to write end before rows_end: its queries', or, where tiles pack a
-  // group's heads, also the last its Q box filled (TileScheduler::tile_rows).
+  // group's heads, also the last its Q box filled (packed_tile_rows).
   __device__ __forceinline__ int rows_end(const FinishedRows& f) const {
     const int sq = Kt::kSequences ? f.sq : p.sq;
     if constexpr (Kt::kPackHeads) {
-      const int group = sp.by_group.divisor();
-      return min(sq * group, f.m0 + sp.by_group.div(Tiles::kBlockM) * group);
+      return min(sq * sp.by_group.divisor(), f.m0 + packed_tile_rows(sp.by_group, Tiles::kBlockM));
     } else {
       return sq;
     }

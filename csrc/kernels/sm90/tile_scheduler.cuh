@@ -40,6 +40,12 @@ struct WorkTile {
   __device__ __forceinline__ bool has_work() const { return range.begin < range.end; }
 };
 
+// The rows a tile packing a group of by_group.divisor() heads fills: as many whole queries of
+// the group as its block_m rows hold (hopper_packed_tile_rows, without a division).
+__device__ __forceinline__ int packed_tile_rows(const FastDivmod& by_group, int block_m) {
+  return by_group.div(block_m) * by_group.divisor();
+}
+
 // The tail kernel's slot: piece `half` of chunk k of the last round (empty where there is
 // none). Worked out again from the slot where needed rather than kept in registers across the
 // tile: the 192-row d=128 consumers have none to spare.
@@ -145,7 +151,7 @@ struct TileScheduler {
   // the group as they hold (hopper_packed_tile_rows); the others are padding.
   __device__ __forceinline__ int tile_rows() const {
     if constexpr (Kt::kPackHeads) {
-      return sp.by_group.div(kBlockM) * sp.by_group.divisor();
+      return packed_tile_rows(sp.by_group, kBlockM);
     } else {
       return kBlockM;
     }
