@@ -128,3 +128,21 @@ def test_head_dim_varlen_and_paged_kv_cache(d):
             block_table=table, return_attn_probs=True, strict=True, num_splits=num_splits)
         assert_varlen_matches(out, lse, q, k, v, q_lens, k_lens, f"paged d={d} G={num_splits}",
                               causal=True)
+
+
+@pytest.mark.parametrize("page_size", [16, 24])
+@pytest.mark.parametrize("d", HEAD_DIMS, ids=[f"d{d}" for d in HEAD_DIMS])
+def test_head_dim_paged_decode(d, page_size):
+    # Decode runs the narrow tile, whose paged copies take one page per run of a thread's rows
+    # where the page size is a multiple of the run (8 or 16 rows by head dim), else one per row.
+    q_lens, k_lens = [1, 1, 1, 1], [700, 5, 300, 2000]
+    q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, 8, 2, d, torch.bfloat16, "cuda", seed=d)
+    k_pages, table = to_pages(k, k_lens, page_size, torch.Generator().manual_seed(d))
+    v_pages, _ = to_pages(v, k_lens, page_size, torch.Generator().manual_seed(d))
+    for num_splits in SPLITS:
+        out, lse, _ = flashsplit.flash_attn_varlen_func(
+            q, k_pages, v_pages, cu_q, cu_k, 1, max(k_lens), causal=True, block_table=table,
+            return_attn_probs=True, strict=True, num_splits=num_splits)
+        assert_varlen_matches(out, lse, q, k, v, q_lens, k_lens,
+                              f"paged decode d={d} page_size={page_size} G={num_splits}",
+                              causal=True)

@@ -49,19 +49,25 @@ def test_varlen_prefill_and_decode_lengths(dtype, d, causal, heads):
                                   causal=causal)
 
 
-@pytest.mark.parametrize("page_size", [1, 16, 48, 64, 256])
+@pytest.mark.parametrize("page_size", [1, 8, 16, 24, 48, 64, 256])
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
 def test_varlen_paged_keys_at_any_page_size(d, page_size):
-    q_lens, k_lens = [3, 1, 20], [700, 1, 129]
-    q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, 8, 2, d, torch.bfloat16, "cuda", seed=1)
-    gen = torch.Generator().manual_seed(page_size)
-    k_pages, table = to_pages(k, k_lens, page_size, gen)
-    v_pages, _ = to_pages(v, k_lens, page_size, torch.Generator().manual_seed(page_size))
-    for num_splits in SPLITS:
-        out, lse = _varlen(q, k_pages, v_pages, cu_q, cu_k, q_lens, k_lens, causal=True,
-                           block_table=table, num_splits=num_splits)
-        assert_varlen_matches(out, lse, q, k, v, q_lens, k_lens,
-                              f"page_size={page_size} G={num_splits}", causal=True)
+    # Multi-token rows (the wide tiles) and decode rows (the narrow tile, whose paged copies
+    # take a page per run of 16 rows where the page size is a multiple of 16, else a page per
+    # row).
+    for q_lens in ([3, 1, 20], [1, 1, 1]):
+        k_lens = [700, 1, 129]
+        q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, 8, 2, d, torch.bfloat16, "cuda",
+                                            seed=1)
+        gen = torch.Generator().manual_seed(page_size)
+        k_pages, table = to_pages(k, k_lens, page_size, gen)
+        v_pages, _ = to_pages(v, k_lens, page_size, torch.Generator().manual_seed(page_size))
+        for num_splits in SPLITS:
+            out, lse = _varlen(q, k_pages, v_pages, cu_q, cu_k, q_lens, k_lens, causal=True,
+                               block_table=table, num_splits=num_splits)
+            assert_varlen_matches(out, lse, q, k, v, q_lens, k_lens,
+                                  f"q_lens={q_lens} page_size={page_size} G={num_splits}",
+                                  causal=True)
 
 
 def _poisoned_cache(b, s, hk, d, lens, dtype, gen):

@@ -150,10 +150,10 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   if (!plan.gate.ok) return plan;
   // Any request beyond the key-block count is clamped anyway; cap before narrowing to int.
   const int wanted = static_cast<int>(std::min<long long>(std::max(requested, 0LL), 1 << 20));
+  // Paged k/v is modelled as contiguous: the narrow tile's paged walk reads one table entry per
+  // run of rows (sm80/policy.cuh, load_paged_tile) and runs within a few percent of it.
   const auto splits_on = [&](KernelFamily family) {
-    const SplitHeuristicConstants constants = constants_for(family, device);
-    return resolve_splits_for(family, p, device, wanted,
-                              p.page_size > 0 ? paged_constants(constants) : constants);
+    return resolve_splits_for(family, p, device, wanted, constants_for(family, device));
   };
   plan.num_splits = splits_on(plan.gate.family);
   // Split sequence calls the Hopper kernels have no instance for run on the portable ones.

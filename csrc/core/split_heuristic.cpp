@@ -161,10 +161,4 @@ SplitHeuristicConstants gfx9_constants(const DeviceInfo& device) {
   return c;
 }
 
-SplitHeuristicConstants paged_constants(SplitHeuristicConstants constants) {
-  constants.narrow_iteration_us *= kPagedNarrowIterationFactor;
-  constants.slots_per_sm_narrow = kPagedSlotsPerSmNarrow;
-  return constants;
-}
-
 }  // namespace flashsplit

@@ -128,17 +128,4 @@ Gfx9Facts gfx9_facts(const std::string& arch);
 // `benchmarks/tune_num_splits.py` refits them on the hardware.
 SplitHeuristicConstants gfx9_constants(const DeviceInfo& device);
 
-// A narrow key-block iteration of paged k/v over a contiguous one's: the paged walk finds its
-// rows through the block table, and the one-warp narrow tile's time is its instruction
-// latency. Measured on the H100, (8,32,8,1,8192,128) at G = 1: 538 against 252 µs with pages
-// of 256 keys, 518 against 244 with pages of 16.
-constexpr double kPagedNarrowIterationFactor = 2.1;
-// Being latency-bound, paged narrow blocks also run at full speed more of them to an SM: the
-// same call ran 142 µs at G = 4 (2 blocks an SM) and 101 at G = 8 (4 an SM).
-constexpr double kPagedSlotsPerSmNarrow = 4.0;
-
-// The constants for a narrow walk of paged k/v (the two above), so the model sees the longer
-// walk and spreads it over more splits.
-SplitHeuristicConstants paged_constants(SplitHeuristicConstants constants);
-
 }  // namespace flashsplit

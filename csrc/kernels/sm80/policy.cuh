@@ -111,11 +111,13 @@ struct PageTable {
 
 // load_tile for paged rows: key j of block n lives in page table.slot(n)[j / page_size -
 // first_page(n)], row j % page_size; head points at the head's first element in page 0, row 0.
-// A thread's rows are kRowStep apart. Where pages are a power of two of at least kRowStep rows
-// (every page size in use), all threads cross into the next page at the same row index, so
-// the walk advances one pointer as load_tile does and reads a table entry only there. Other
-// page sizes find each row's page on its own (the copies then go without a memory clobber, so
-// the table reads of all rows are scheduled ahead of them).
+// Here a thread copies a run of kRun consecutive rows (load_tile's threads take rows kRowStep
+// apart; either way each row is read by whole adjacent lanes, so both coalesce alike). Where the
+// page size is a multiple of kRun (every page size in use), a run stays inside one page: a
+// thread reads one table entry per block and advances one pointer as load_tile does, which
+// keeps the narrow tile's paged walk at the contiguous walk's instruction count. Other page
+// sizes find each row's page on its own (the copies then go without a memory clobber, so the
+// table reads of all rows are scheduled ahead of them).
 template <int Rows, int D, int Threads, class Elem>
 __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
                                                 const PageTable<Rows, Threads>& table,
@@ -123,39 +125,34 @@ __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
                                                 int n_valid) {
   constexpr int kPassChunks = pass_chunks<D, Threads>();
   constexpr int kPasses = D / 8 / kPassChunks;
-  constexpr int kRowStep = Threads / kPassChunks;
+  constexpr int kRun = Rows / (Threads / kPassChunks);
+  static_assert((kRun & (kRun - 1)) == 0, "runs of a power of two of rows");
   const int chunk = static_cast<int>(threadIdx.x) % kPassChunks;
-  const int first_row = static_cast<int>(threadIdx.x) / kPassChunks;
+  const int first_row = static_cast<int>(threadIdx.x) / kPassChunks * kRun;
   const int first_page = table.first_page(n);
   const int* entries = table.slot(n);
   const int page_size = table.page_size.divisor();
   const Elem* row0 = head + chunk * 8;
-  if ((page_size & (page_size - 1)) == 0 && page_size >= kRowStep) {
+  if ((page_size & (kRun - 1)) == 0) {
     const int key0 = n * Rows + first_row;
-    int page = first_page;
-    const Elem* src = row0 + static_cast<int64_t>(entries[0]) * page_stride +
-                      static_cast<int64_t>(key0 & (page_size - 1)) * row_stride;
+    const int page = table.page_size.div(key0);
+    const Elem* src = row0 + static_cast<int64_t>(entries[page - first_page]) * page_stride +
+                      static_cast<int64_t>(key0 - page * page_size) * row_stride;
 #pragma unroll
-    for (int i = 0; i < Rows / kRowStep; ++i) {
-      if (i > 0 && ((i * kRowStep) & (page_size - 1)) == 0) {  // the next page, from its start
-        ++page;
-        src = row0 + static_cast<int64_t>(entries[page - first_page]) * page_stride +
-              static_cast<int64_t>(first_row) * row_stride;
-      }
-      const int row = first_row + i * kRowStep;
-      const bool valid = key0 + i * kRowStep < n_valid;
+    for (int i = 0; i < kRun; ++i) {
+      const bool valid = key0 + i < n_valid;
 #pragma unroll
       for (int pass = 0; pass < kPasses; ++pass) {
-        cp_async_16(smem_addr(smem + swizzled<D>(row, pass * kPassChunks + chunk)),
+        cp_async_16(smem_addr(smem + swizzled<D>(first_row + i, pass * kPassChunks + chunk)),
                     valid ? src + pass * kPassChunks * 8 : head, valid);
       }
-      src += kRowStep * row_stride;
+      src += row_stride;
     }
     return;
   }
 #pragma unroll
-  for (int i = 0; i < Rows / kRowStep; ++i) {
-    const int row = first_row + i * kRowStep;
+  for (int i = 0; i < kRun; ++i) {
+    const int row = first_row + i;
     const int key = n * Rows + row;
     const int page = table.page_size.div(key);
     const int64_t entry = entries[page - first_page];
