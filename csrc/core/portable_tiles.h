@@ -38,8 +38,9 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
 // (multi-token decode: 8 query tokens of a group of 4) run it too, as two row tiles of a
 // (batch, k/v head) that read its keys together: measured 8-13% faster than one 128-row wide
 // tile, most of whose rows are padding (3 shapes of 32 packed rows, H100). At 64 packed rows
-// the four row tiles ran 1.5x slower than the wide tile, and over paged k/v, whose narrow walk
-// costs more per key, two of three 32-row shapes ran 5-12% slower, so those keep the wide tile.
+// the four row tiles ran 1.5x slower than the wide tile, and over paged k/v the narrow tiles
+// ran 2-9% slower on two of four 32-row shapes and 2-4% faster on the others, so paged k/v keeps
+// the wide tile.
 constexpr long long kSm80NarrowMaxRows = 32;
 constexpr bool sm80_uses_narrow_tiles(long long sq, long long h, long long hk, bool paged) {
   return packed_rows(sq, h, hk) <= (paged ? kNarrowMaxRows : kSm80NarrowMaxRows);
