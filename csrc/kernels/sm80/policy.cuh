@@ -113,11 +113,12 @@ struct PageTable {
 // first_page(n)], row j % page_size; head points at the head's first element in page 0, row 0.
 // Here a thread copies a run of kRun consecutive rows (load_tile's threads take rows kRowStep
 // apart; either way each row is read by whole adjacent lanes, so both coalesce alike). Where the
-// page size is a multiple of kRun (every page size in use), a run stays inside one page: a
-// thread reads one table entry per block and advances one pointer as load_tile does, which
-// keeps the narrow tile's paged walk at the contiguous walk's instruction count. Other page
-// sizes find each row's page on its own (the copies then go without a memory clobber, so the
-// table reads of all rows are scheduled ahead of them).
+// page size is a multiple of kRun (16 rows on the narrow tile at d=64 and 128: pages of 16, 64,
+// 256, ...), a run stays inside one page: a thread reads one table entry per block and advances
+// one pointer as load_tile does, so the narrow tile's paged walk costs a table entry and a page
+// offset per block over the contiguous walk, where finding each row's page had doubled its
+// instructions. Other page sizes find each row's page on its own (the copies then go without a
+// memory clobber, so the table reads of all rows are scheduled ahead of them).
 template <int Rows, int D, int Threads, class Elem>
 __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
                                                 const PageTable<Rows, Threads>& table,
