@@ -65,7 +65,7 @@ GRID = OrderedDict(
     causal=[False, True],
 )
 CANDIDATE_SPLITS = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64,
-                    80, 96, 112, 128]
+                    80, 96, 112, 128, 160, 192, 256]
 RAW_FIELDS = ["b", "h", "hk", "sq", "sk", "d", "causal", "dtype", "sms", "kernel", "block_m",
               "block_n", "blocks_per_sm", "key_blocks", "grid_blocks", "heuristic_g",
               "requested_g", "g", "ms", "p10_ms", "p90_ms", "status"]
@@ -186,7 +186,7 @@ def measure(args):
             if auto.get("path") != "native":
                 T.progress(f"skip {shape}: reference path ({auto.get('reason')})")
                 continue
-            kernel, details = auto["kernel"], auto["details"]
+            kernel, details = auto["kernel"], auto  # T.explain flattens the plan's details
             heuristic_g = int(auto["num_splits"])
             model_g = H.resolve_splits_for(kernel, problem, device, 0)
             if model_g != heuristic_g:
