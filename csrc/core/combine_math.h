@@ -21,18 +21,38 @@ namespace flashsplit {
 // flight together), so its latency grows per batch, not per split; the split heuristic charges
 // it so (combine_batches).
 constexpr int kCombineSplitsPerChunk = 8;
-// Threads per block of the combine kernel.
+// Threads per block of the combine kernel: kCombineThreads, or up to kCombineMaxThreads for one
+// row whose lanes need more (decode with many splits). Blocks stay small where rows are many,
+// so a row-rich combine keeps its blocks spread over the SMs.
 constexpr int kCombineThreads = 128;
+constexpr int kCombineMaxThreads = 256;
+// Most lanes a row's column group spreads its splits over: a power of two whose lanes' folds
+// merge by shuffles inside one 32-lane warp.
+constexpr int kCombineMaxLanes = 16;
 // Threads that share a row's splits (per group of 4 columns): as many as keep each thread's
-// splits within one batch of loads, so a row's combine takes one round trip to L2 wherever the
-// block has room (a power of two of at most kCombineThreads / (d / 4) lanes), and no more: a lane
-// with fewer splits has fewer loads in flight, which slows grids of many rows (prefill splits)
-// where every split has a lane of its own.
+// splits within one batch of loads, so a row's combine takes one round trip to L2, up to the
+// lanes a kCombineThreads block holds (kCombineThreads / (d / 4)); past those (up to
+// kCombineMaxThreads / (d / 4), at most kCombineMaxLanes) only while a thread would fold more
+// than two batches (decode over long caches with few (batch, k/v head) pairs, G of 64-256). And
+// no more: a lane with fewer splits has fewer loads in flight, which slows grids of many rows
+// (prefill splits) where every split has a lane of its own.
 FS_HOST_DEVICE inline int combine_lanes(int num_splits, int d) {
-  const int most = kCombineThreads / (d / 4 > 0 ? d / 4 : 1);
+  const int columns = d / 4 > 0 ? d / 4 : 1;
+  const int in_small_block = kCombineThreads / columns;
+  const int room = kCombineMaxThreads / columns;
+  const int most = room < kCombineMaxLanes ? room : kCombineMaxLanes;
   int lanes = 1;
-  while (lanes * 2 <= most && lanes * kCombineSplitsPerChunk < num_splits) lanes *= 2;
+  while (lanes * 2 <= most && lanes * kCombineSplitsPerChunk < num_splits &&
+         (lanes * 2 <= in_small_block || 2 * lanes * kCombineSplitsPerChunk < num_splits)) {
+    lanes *= 2;
+  }
   return lanes;
+}
+// Threads per block of the combine for these lanes: kCombineThreads, or one row's threads where
+// that is more.
+FS_HOST_DEVICE inline int combine_block_threads(int d, int lanes) {
+  const int row = d / 4 * lanes;
+  return row > kCombineThreads ? row : kCombineThreads;
 }
 // Batches of loads the slowest thread of a row issues.
 FS_HOST_DEVICE inline int combine_batches(int num_splits, int d) {

@@ -71,7 +71,7 @@ struct SplitHeuristicConstants {
   // No choice on the 3,344 prefill shapes measured for the fit changes with it.
   double min_gain_multi_wave = 0.04;
   double multi_wave_grid = 4.0;
-  int max_splits = 128;
+  int max_splits = 256;
   int min_key_blocks_per_split = 1;
 };
 

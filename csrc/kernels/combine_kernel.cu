@@ -9,18 +9,21 @@ namespace {
 // Each thread owns 4 consecutive columns of a row (16-byte loads of the partials, which are the
 // dominant traffic) and folds every lanes-th split of it (core/combine_math.h); the row's lanes
 // of a column group are adjacent threads of one warp and merge their folds by shuffles. A row
-// takes d/4 * lanes threads, so a block holds 128 / (d/4 * lanes) whole rows. A decode call has few
-// rows (b * h), so the lanes are what spreads its combine over more threads and SMs; a thread's
-// split LSEs and partials are loaded together, kCombineSplitsPerChunk splits at a time.
-template <class Elem, int D>
-__global__ void __launch_bounds__(kCombineThreads)
+// takes d/4 * lanes threads, so a block (combine_block_threads) holds whole rows. A
+// decode call has few rows (b * h), so the lanes are what spreads its combine over more threads
+// and SMs; a thread's split LSEs and partials are loaded together, kCombineSplitsPerChunk splits
+// at a time.
+// Threads is the block's size (combine_block_threads): an instance per size, as a bound of 256
+// threads has ptxas keep a 128-thread block's threads to fewer registers, and loads in flight.
+template <class Elem, int D, int Threads>
+__global__ void __launch_bounds__(Threads)
     combine_kernel(const AttnFwdParams p, int lanes_log2) {
   constexpr int kColumnGroups = D / 4;
   constexpr int kChunk = kCombineSplitsPerChunk;
   const int lanes = 1 << lanes_log2;
   const int threads_per_row = kColumnGroups * lanes;
   const int64_t rows = static_cast<int64_t>(p.b) * p.h * p.sq;
-  const int rows_per_block = kCombineThreads / threads_per_row;
+  const int rows_per_block = Threads / threads_per_row;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * rows_per_block +
                       threadIdx.x / threads_per_row;
   const int lane = threadIdx.x & (lanes - 1);
@@ -53,7 +56,7 @@ __global__ void __launch_bounds__(kCombineThreads)
       fold_split(fold, acc, lse_g[i], o_g, 4);
     }
   }
-  // lanes is a power of two of at most 8 (combine_lanes) and a column group's lanes are
+  // lanes is a power of two of at most kCombineMaxLanes (combine_lanes) and a column group's lanes are
   // adjacent threads aligned to it, so every exchange below stays inside one group, on a 32-lane
   // warp and a 64-lane wavefront alike: the same arithmetic on both.
   for (int offset = 1; offset < lanes; offset *= 2) {
@@ -79,12 +82,20 @@ __global__ void __launch_bounds__(kCombineThreads)
   if (col == 0) p.lse[row] = folded_lse(fold);
 }
 
+template <class Elem, int D, int Threads>
+void launch_sized(const AttnFwdParams& p, const LaunchPlan& plan, gpuStream_t stream) {
+  const int lanes_log2 = ceil_log2(static_cast<unsigned>(plan.combine_lanes));
+  launch_after_prior_grid(plan.dependent_launch, combine_kernel<Elem, D, Threads>,
+                          dim3(static_cast<unsigned>(plan.combine_grid.x)), dim3(Threads), 0,
+                          stream, p, lanes_log2);
+}
+
 template <class Elem, int D>
 void launch_typed(const AttnFwdParams& p, const LaunchPlan& plan, gpuStream_t stream) {
-  const int lanes_log2 = ceil_log2(static_cast<unsigned>(plan.combine_lanes));
-  launch_after_prior_grid(plan.dependent_launch, combine_kernel<Elem, D>,
-                          dim3(static_cast<unsigned>(plan.combine_grid.x)), dim3(kCombineThreads),
-                          0, stream, p, lanes_log2);
+  if (combine_block_threads(D, plan.combine_lanes) > kCombineThreads) {
+    return launch_sized<Elem, D, kCombineMaxThreads>(p, plan, stream);
+  }
+  launch_sized<Elem, D, kCombineThreads>(p, plan, stream);
 }
 
 template <class Elem>

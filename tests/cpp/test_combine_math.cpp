@@ -244,12 +244,23 @@ TEST(CombineMath, LanesAndBatchesFollowTheSplitCount) {
   EXPECT_EQ(combine_lanes(9, 64), 2);
   EXPECT_EQ(combine_lanes(32, 128), 4);
   EXPECT_EQ(combine_lanes(64, 64), 8);
-  EXPECT_EQ(combine_lanes(128, 64), 8);   // at most 128 / (d / 4)
-  EXPECT_EQ(combine_lanes(128, 128), 4);
+  EXPECT_EQ(combine_lanes(128, 64), 8);    // 2 batches each: a 128-thread block's lanes suffice
+  EXPECT_EQ(combine_lanes(256, 64), 16);   // more than 2 batches: up to kCombineMaxLanes
+  EXPECT_EQ(combine_lanes(1024, 64), 16);
+  EXPECT_EQ(combine_lanes(33, 128), 4);    // 9 per lane: within 2 batches
+  EXPECT_EQ(combine_lanes(128, 128), 8);   // 32 per lane at 4 lanes
+  EXPECT_EQ(combine_lanes(256, 128), 8);   // at most kCombineMaxThreads / (d / 4)
+  EXPECT_EQ(combine_lanes(256, 256), 4);
   EXPECT_EQ(combine_batches(8, 128), 1);
-  EXPECT_EQ(combine_batches(32, 128), 1);  // 8 per lane
-  EXPECT_EQ(combine_batches(64, 128), 2);  // 16 per lane
+  EXPECT_EQ(combine_batches(32, 128), 1);   // 8 per lane
+  EXPECT_EQ(combine_batches(64, 128), 2);   // 16 per lane
   EXPECT_EQ(combine_batches(128, 64), 2);
+  EXPECT_EQ(combine_batches(256, 128), 4);  // 32 per lane
+  // Blocks of kCombineThreads unless one row's lanes need more.
+  EXPECT_EQ(combine_block_threads(128, 4), kCombineThreads);
+  EXPECT_EQ(combine_block_threads(128, 8), 256);
+  EXPECT_EQ(combine_block_threads(64, 16), 256);
+  EXPECT_EQ(combine_block_threads(256, 1), kCombineThreads);
 }
 
 // A split whose scores met a NaN (a NaN query, key or value) reports lse NaN. The unsplit

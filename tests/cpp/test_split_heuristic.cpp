@@ -98,10 +98,16 @@ long double formula_us(const AttnProblem& p, const TileConfig& t, int sm_count, 
                              (1 + c.partial_wave_penalty * (waves / (blocks / slots) - 1));
   // Narrow tiles pay the combine's latency per batch of loads of a row's busiest thread: 8
   // splits per batch, the splits dealt to the fewest of 1, 2, 4, ... 128 / (d / 4) threads that
-  // leave each at most 8 (combine_kernel.cu), so ceil(ceil(g / lanes) / 8) batches.
+  // leave each at most 8, and past those (up to min(256 / (d / 4), 16)) while each would have
+  // more than 16 (combine_math.h), so ceil(ceil(g / lanes) / 8) batches.
   static_assert(kCombineSplitsPerChunk == 8, "the formula below is written for batches of 8");
+  static_assert(kCombineThreads == 128 && kCombineMaxThreads == 256 && kCombineMaxLanes == 16,
+                "and for these lanes");
   int lanes = 1;
-  while (lanes < 128 / (p.d / 4) && lanes * 8 < g) lanes *= 2;
+  while (lanes * 8 < g && (lanes < 128 / (p.d / 4) ||
+                           (lanes < std::min<int64_t>(256 / (p.d / 4), 16) && lanes * 16 < g))) {
+    lanes *= 2;
+  }
   const int batches = ((g + lanes - 1) / lanes + 7) / 8;
   const long double split = narrow ? c.narrow_chunk_latency_us * batches : c.split_latency_us * g;
   const long double combine = narrow ? c.narrow_combine_us : c.combine_us;
@@ -240,9 +246,10 @@ TEST(SplitHeuristic, ChoosesANearBestGOnLongDecodeShapes) {
       {8, 16, 16, 131072, 64, {2}},
       // 64 blocks: G=4 1.367-1.374 ms, G=6 1.397, G=8 1.398; G=33 1.426
       {8, 32, 8, 131072, 128, {4, 5}},
-      // 8 blocks, 128 key blocks; with the combine reading a row's splits in one batch per
-      // thread, G=48 0.0135 ms, G=32 0.0139, G=24 and 64 0.0140 (within 4%), G=16 0.0157
-      {1, 32, 8, 4096, 128, {24, 32, 48, 64}},
+      // 8 blocks, 128 key blocks; with the 256-thread combine (flash_attn_func, two rounds):
+      // G=32 16.3 us, G=33 16.4-16.5, G=48 16.5-16.6, G=40 16.6-16.7, G=24 16.8 (within 3%);
+      // G=64 17.1-17.3, G=16 17.7-17.9
+      {1, 32, 8, 4096, 128, {24, 32, 33, 40, 48}},
   };
   for (const Case& k : cases) {
     AttnProblem p = shape(k.b, k.h, k.hk, 1, k.sk, k.d);
@@ -443,7 +450,7 @@ Moved moved_by(const SplitHeuristicConstants& changed,
                const SplitHeuristicConstants& base = SplitHeuristicConstants{}) {
   Moved m;
   for (int64_t b : {1, 2, 4, 8}) {
-    for (const auto& heads : {std::pair<int64_t, int64_t>{16, 16}, {32, 8}}) {
+    for (const auto& heads : {std::pair<int64_t, int64_t>{16, 16}, {32, 8}, {16, 1}}) {
       for (int64_t sq : {1, 16, 64, 128, 256, 1024}) {
         for (int64_t sk : {2048, 16384, 65536, 131072}) {
           for (int64_t d : {64, 128}) {
@@ -490,7 +497,8 @@ TEST(SplitHeuristic, EveryConstantMovesTheChoiceOfItsOwnFamilyOnly) {
       {"partial_wave_penalty", [](SplitHeuristicConstants& c) { c.partial_wave_penalty = 1; }, "*"},
       {"split_latency_us", [](SplitHeuristicConstants& c) { c.split_latency_us = 4; }, "HP"},
       {"combine_us", [](SplitHeuristicConstants& c) { c.combine_us = 40; }, "HP"},
-      // 0: the combine's batches cost nothing, so splits past one batch per lane become free.
+      // 0: the combine's batches cost nothing, so splits past one batch per lane become free
+      // (MQA decode over long caches, whose G needs more than one).
       {"narrow_chunk_latency_us", [](SplitHeuristicConstants& c) { c.narrow_chunk_latency_us = 0; }, "N"},
       {"narrow_combine_us", [](SplitHeuristicConstants& c) { c.narrow_combine_us = 40; }, "N"},
       {"min_gain", [](SplitHeuristicConstants& c) { c.min_gain = 0.3; }, "*"},
