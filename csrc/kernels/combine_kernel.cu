@@ -56,9 +56,9 @@ __global__ void __launch_bounds__(Threads)
       fold_split(fold, acc, lse_g[i], o_g, 4);
     }
   }
-  // lanes is a power of two of at most kCombineMaxLanes (combine_lanes) and a column group's lanes are
-  // adjacent threads aligned to it, so every exchange below stays inside one group, on a 32-lane
-  // warp and a 64-lane wavefront alike: the same arithmetic on both.
+  // lanes is a power of two of at most kCombineMaxLanes (combine_lanes) and a column group's
+  // lanes are adjacent threads aligned to it, so every exchange below stays inside one group, on
+  // a 32-lane warp and a 64-lane wavefront alike: the same arithmetic on both.
   for (int offset = 1; offset < lanes; offset *= 2) {
     SplitFold other;
     other.m = lane_shfl_xor(fold.m, offset);
