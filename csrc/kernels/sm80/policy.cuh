@@ -116,8 +116,8 @@ struct PageTable {
 // page size is a multiple of kRun (16 rows on the narrow tile at d=64 and 128: pages of 16, 64,
 // 256, ...), a run stays inside one page: a thread reads one table entry per block and advances
 // one pointer as load_tile does, so the narrow tile's paged walk costs a table entry and a page
-// offset per block over the contiguous walk, where finding each row's page had doubled its
-// instructions. Other page sizes find each row's page on its own (the copies then go without a
+// offset per block over the contiguous walk (a page found per row would double its
+// instructions). Other page sizes find each row's page on its own (the copies then go without a
 // memory clobber, so the table reads of all rows are scheduled ahead of them).
 template <int Rows, int D, int Threads, class Elem>
 __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
@@ -138,7 +138,7 @@ __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
     const int key0 = n * Rows + first_row;
     const int page = table.page_size.div(key0);
     const Elem* src = row0 + static_cast<int64_t>(entries[page - first_page]) * page_stride +
-                      static_cast<int64_t>(key0 - page * page_size) * row_stride;
+                      static_cast<int64_t>(table.page_size.mod(key0, page)) * row_stride;
 #pragma unroll
     for (int i = 0; i < kRun; ++i) {
       const bool valid = key0 + i < n_valid;

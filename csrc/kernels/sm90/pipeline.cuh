@@ -43,9 +43,6 @@ __device__ __forceinline__ void warp_release(uint64_t* empty, int lane) {
   if (lane == 0) mbar_arrive(empty);
 }
 
-// Thread 0 initialises every mbarrier before any role touches one: "full" barriers wait for the
-// producer's one arrival (and its bytes), "empty" ones for each consumer warp's (every consumer
-// warp releases a buffer once it has read it).
 // Tiles packing a group's heads whose group does not divide their rows: the Q boxes fill only
 // tile_rows of them, so the rows after those are zeroed once, before any load (the consumers'
 // GEMMs read them as padding rows; stale bits there could be NaN, harmless to the other rows
@@ -68,6 +65,9 @@ __device__ __forceinline__ void clear_q_padding(const SharedView<typename Kt::Ti
   fence_proxy_async_shared();
 }
 
+// Thread 0 initialises every mbarrier before any role touches one: "full" barriers wait for the
+// producer's one arrival (and its bytes), "empty" ones for each consumer warp's (every consumer
+// warp releases a buffer once it has read it).
 template <class Kt>
 __device__ __forceinline__ void init_barriers(const SharedView<typename Kt::Tiles>& smem) {
   using Tiles = typename Kt::Tiles;
