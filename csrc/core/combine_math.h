@@ -48,11 +48,10 @@ FS_HOST_DEVICE inline int combine_lanes(int num_splits, int d) {
   }
   return lanes;
 }
-// Threads per block of the combine for these lanes: kCombineThreads, or one row's threads where
-// that is more.
+// Threads per block of the combine for these lanes: kCombineThreads, or kCombineMaxThreads
+// where one row's threads are more (the block then holds that one row).
 FS_HOST_DEVICE inline int combine_block_threads(int d, int lanes) {
-  const int row = d / 4 * lanes;
-  return row > kCombineThreads ? row : kCombineThreads;
+  return d / 4 * lanes > kCombineThreads ? kCombineMaxThreads : kCombineThreads;
 }
 // Batches of loads the slowest thread of a row issues.
 FS_HOST_DEVICE inline int combine_batches(int num_splits, int d) {

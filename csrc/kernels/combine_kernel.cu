@@ -9,12 +9,11 @@ namespace {
 // Each thread owns 4 consecutive columns of a row (16-byte loads of the partials, which are the
 // dominant traffic) and folds every lanes-th split of it (core/combine_math.h); the row's lanes
 // of a column group are adjacent threads of one warp and merge their folds by shuffles. A row
-// takes d/4 * lanes threads, so a block (combine_block_threads) holds whole rows. A
+// takes d/4 * lanes threads, so a block of Threads (combine_block_threads) holds whole rows. A
 // decode call has few rows (b * h), so the lanes are what spreads its combine over more threads
 // and SMs; a thread's split LSEs and partials are loaded together, kCombineSplitsPerChunk splits
-// at a time.
-// Threads is the block's size (combine_block_threads): an instance per size, as a bound of 256
-// threads has ptxas keep a 128-thread block's threads to fewer registers, and loads in flight.
+// at a time. An instance per block size: a bound of 256 threads has ptxas keep a 128-thread
+// block's threads to fewer registers, and loads in flight.
 template <class Elem, int D, int Threads>
 __global__ void __launch_bounds__(Threads)
     combine_kernel(const AttnFwdParams p, int lanes_log2) {
@@ -92,7 +91,7 @@ void launch_sized(const AttnFwdParams& p, const LaunchPlan& plan, gpuStream_t st
 
 template <class Elem, int D>
 void launch_typed(const AttnFwdParams& p, const LaunchPlan& plan, gpuStream_t stream) {
-  if (combine_block_threads(D, plan.combine_lanes) > kCombineThreads) {
+  if (combine_block_threads(D, plan.combine_lanes) == kCombineMaxThreads) {
     return launch_sized<Elem, D, kCombineMaxThreads>(p, plan, stream);
   }
   launch_sized<Elem, D, kCombineThreads>(p, plan, stream);

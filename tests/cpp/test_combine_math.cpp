@@ -260,6 +260,7 @@ TEST(CombineMath, LanesAndBatchesFollowTheSplitCount) {
   EXPECT_EQ(combine_block_threads(128, 4), kCombineThreads);
   EXPECT_EQ(combine_block_threads(128, 8), 256);
   EXPECT_EQ(combine_block_threads(64, 16), 256);
+  EXPECT_EQ(combine_block_threads(96, 8), 256);  // one row of 192 threads: the 256 instance
   EXPECT_EQ(combine_block_threads(256, 1), kCombineThreads);
 }
 
