@@ -123,7 +123,7 @@ def _host_program(lanes_queries):
     lines.append('  std::printf("}, \\"combine_lanes\\": {");')
     for i, (splits, d) in enumerate(lanes_queries):
         sep = "," if i else ""
-        lines.append(f'  std::printf("{sep}\\"{splits},{d}\\": %d", flashsplit::combine_lanes({splits}, {d}));')
+        lines.append(f'  std::printf("{sep}\\"{splits},{d}\\": %d", flashsplit::combine_lanes({splits}));')
     lines += ['  std::printf("}}\\n");', '  return 0;', '}']
     return "\n".join(lines) + "\n"
 

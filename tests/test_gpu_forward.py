@@ -308,16 +308,17 @@ def test_tiles_side_by_side_follow_a_jumping_row_max(request, dtype, case):
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_combine_lanes_over_odd_row_counts(request, dtype, d):
-    """The combine deals a row's splits to up to 128 / (d / 4) threads (lanes) that merge their
-    folds by warp shuffles, and puts several rows in a block where the lanes are few: 7 decode
+    """The combine deals a row's splits to up to 32 threads (lanes) that merge their folds by
+    warp shuffles; a row takes d / 4 * lanes consecutive threads of the grid, so blocks hold
+    several rows where the lanes are few and a row spans blocks where they are many: 7 decode
     rows (at d=64 and G = 20, two rows of 64 threads per block, the last block's second row past
-    the end) and 39 rows of a short GQA query, at G from 9 (two lanes) to 128, clamped to the
-    33-82 key blocks (the most lanes; at d=128 two or three batches of loads per lane)."""
+    the end), 39 rows of a short GQA query, and 5 rows over 20000 keys, at G from 9 (two lanes)
+    to 300 (32 lanes, rows of 512 and 1024 threads), clamped to the key blocks."""
     gen = generator_for(request)
-    for b, sq, h, hk, sk in ((1, 1, 7, 7, 2600), (1, 13, 3, 1, 4100)):
+    for b, sq, h, hk, sk in ((1, 1, 7, 7, 2600), (1, 13, 3, 1, 4100), (1, 1, 5, 5, 20000)):
         q, k, v = rand_qkv(gen, b, sq, sk, h, hk, d, dtype)
         refs = references(q, k, v, causal=False)
-        for num_splits in (9, 20, 40, 128):
+        for num_splits in (9, 20, 40, 128, 300):
             what = f"b={b} sq={sq} h={h}/{hk} sk={sk} d={d} num_splits={num_splits}"
             decision = assert_native(q, k, v, False, num_splits)
             expected = min(num_splits, key_blocks(sk, decision["details"]["split_block_n"]))

@@ -21,41 +21,30 @@ namespace flashsplit {
 // flight together), so its latency grows per batch, not per split; the split heuristic charges
 // it so (combine_batches).
 constexpr int kCombineSplitsPerChunk = 8;
-// Threads per block of the combine kernel: kCombineThreads, or up to kCombineMaxThreads for one
-// row whose lanes need more (decode with many splits). Blocks stay small where rows are many,
-// so a row-rich combine keeps its blocks spread over the SMs.
+// Threads per block of the combine kernel. A row's threads are consecutive over the grid
+// (combine_kernel.cu), so a row may span blocks and lanes are not bounded by a block.
 constexpr int kCombineThreads = 128;
-constexpr int kCombineMaxThreads = 256;
 // Most lanes a row's column group spreads its splits over: a power of two whose lanes' folds
 // merge by shuffles inside one 32-lane warp.
-constexpr int kCombineMaxLanes = 16;
-// Threads that share a row's splits (per group of 4 columns): as many as keep each thread's
-// splits within one batch of loads, so a row's combine takes one round trip to L2, up to the
-// lanes a kCombineThreads block holds (kCombineThreads / (d / 4)); past those (up to
-// kCombineMaxThreads / (d / 4), at most kCombineMaxLanes) only while a thread would fold more
-// than two batches (decode over long caches with few (batch, k/v head) pairs, G of 64-256). And
-// no more: a lane with fewer splits has fewer loads in flight, which slows grids of many rows
-// (prefill splits) where every split has a lane of its own.
-FS_HOST_DEVICE inline int combine_lanes(int num_splits, int d) {
-  const int columns = d / 4 > 0 ? d / 4 : 1;
-  const int in_small_block = kCombineThreads / columns;
-  const int room = kCombineMaxThreads / columns;
-  const int most = room < kCombineMaxLanes ? room : kCombineMaxLanes;
+constexpr int kCombineMaxLanes = 32;
+// Threads that share a row's splits (per group of 4 columns): the fewest that keep each
+// thread's splits within one batch of loads, up to kCombineMaxLanes. A row's threads (d / 4 *
+// lanes) may span blocks, so lanes are bounded by the warp's shuffles, not by a block: decode
+// over long caches with few (batch, k/v head) pairs (G of 64-256) folds in one round trip to
+// the partials.
+FS_HOST_DEVICE inline int combine_lanes(int num_splits) {
   int lanes = 1;
-  while (lanes * 2 <= most && lanes * kCombineSplitsPerChunk < num_splits &&
-         (lanes * 2 <= in_small_block || 2 * lanes * kCombineSplitsPerChunk < num_splits)) {
-    lanes *= 2;
-  }
+  while (lanes * 2 <= kCombineMaxLanes && lanes * kCombineSplitsPerChunk < num_splits) lanes *= 2;
   return lanes;
 }
-// Threads per block of the combine for these lanes: kCombineThreads, or kCombineMaxThreads
-// where one row's threads are more (the block then holds that one row).
-FS_HOST_DEVICE inline int combine_block_threads(int d, int lanes) {
-  return d / 4 * lanes > kCombineThreads ? kCombineMaxThreads : kCombineThreads;
+// Blocks of the combine for `rows` rows: each row takes (d / 4) * lanes consecutive threads.
+FS_HOST_DEVICE inline long long combine_blocks(long long rows, int d, int lanes) {
+  const long long threads = rows * (d / 4) * lanes;
+  return (threads + kCombineThreads - 1) / kCombineThreads;
 }
 // Batches of loads the slowest thread of a row issues.
-FS_HOST_DEVICE inline int combine_batches(int num_splits, int d) {
-  const int lanes = combine_lanes(num_splits, d);
+FS_HOST_DEVICE inline int combine_batches(int num_splits) {
+  const int lanes = combine_lanes(num_splits);
   const int per_lane = (num_splits + lanes - 1) / lanes;
   return (per_lane + kCombineSplitsPerChunk - 1) / kCombineSplitsPerChunk;
 }

@@ -135,10 +135,8 @@ void plan_hopper_walk(const AttnProblem& p, const DeviceInfo& device, const Plan
 void plan_combine(const AttnProblem& p, LaunchPlan& plan) {
   if (plan.num_splits < 2) return;
   const int d = static_cast<int>(value_head_dim(p));  // the partials' columns
-  plan.combine_lanes = combine_lanes(plan.num_splits, d);
-  const long long rows_per_block =
-      combine_block_threads(d, plan.combine_lanes) / (d / 4 * plan.combine_lanes);
-  plan.combine_grid.x = ceil_div(p.b * p.h * p.sq, rows_per_block);
+  plan.combine_lanes = combine_lanes(plan.num_splits);
+  plan.combine_grid.x = combine_blocks(p.b * p.h * p.sq, d, plan.combine_lanes);
 }
 
 }  // namespace

@@ -79,8 +79,9 @@ double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
                            (1.0 + imbalance / waves) *
                            (1.0 + c.partial_wave_penalty * (waves / (blocks / slots) - 1.0));
 
-  const double batches = combine_batches(g, static_cast<int>(problem.d));
-  const double split_us = narrow ? c.narrow_chunk_latency_us * batches : c.split_latency_us * g;
+  const double batches = combine_batches(g);
+  const double split_us = narrow ? (g > 1 ? c.narrow_chunk_latency_us * batches : 0.0)
+                                 : c.split_latency_us * g;
   const double combine_us = narrow ? c.narrow_combine_us : c.combine_us;
   return std::max(compute_us, memory_us) + split_us +
          (g > 1 ? combine_us + partial_bytes / c.dram_bytes_per_us : 0.0);
@@ -101,6 +102,9 @@ int choose_num_splits(const AttnProblem& problem, const DeviceInfo& device,
   int best_g = 1;
   double best_us = unsplit_us;
   for (int g = 2; g <= cap; ++g) {
+    // Only the fewest splits of each split length: more with the same longest split add
+    // blocks and partials and shorten nothing.
+    if (ceil_div(key_blocks, g) == ceil_div(key_blocks, g - 1)) continue;
     const double us = modelled_split_us(problem, device, tiles, g, constants);
     if (us < best_us) best_g = g, best_us = us;
   }

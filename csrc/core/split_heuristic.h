@@ -57,8 +57,9 @@ struct SplitHeuristicConstants {
   double combine_us = 3.0;
   // Narrow tiles: the combine's cost per batch of loads of its slowest thread (combine_batches:
   // a thread folds up to kCombineSplitsPerChunk splits per batch, and a row's splits are dealt
-  // to up to 128 / (d / 4) threads), and of splitting at all, microseconds. Decode calls last
-  // 10-1000 us, where these two decide G; the wide tiles' per-split form fits those best.
+  // to up to 32 threads), and of splitting at all, microseconds; both only where G > 1. Decode
+  // calls last 10-1000 us, where these two decide G; the wide tiles' per-split form fits those
+  // best.
   double narrow_chunk_latency_us = 3.0;
   double narrow_combine_us = 2.0;
   // A split must beat G = 1 by this fraction of G = 1's modelled time: where the grid already
@@ -84,14 +85,16 @@ struct SplitHeuristicConstants {
 // waves = ceil(grid_blocks * g / slots), slots = SMs (x slots_per_sm_narrow for narrow tiles);
 // memory = (K and V once per k/v head + Q + O + [g > 1] partials written) / bandwidth,
 //          scaled by the one-wave imbalance (wide tiles) and partial-wave penalty above;
-// split cost = split_latency_us * g (wide) or narrow_chunk_latency_us * combine_batches (narrow),
+// split cost = split_latency_us * g (wide) or [g > 1] narrow_chunk_latency_us * combine_batches
+//              (narrow),
 // combine = combine_us (wide) or narrow_combine_us (narrow).
 // Returns a negative value when the tiles or the device cannot run the problem.
 double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
                          const TileConfig& tiles, int g,
                          const SplitHeuristicConstants& constants = SplitHeuristicConstants{});
 
-// Returns the G >= 1 with the least modelled_split_us; the smallest such G on ties, and 1
+// Returns the G >= 1 with the least modelled_split_us, of the fewest G of each split length
+// (ceil(key blocks / G)); the smallest such G on ties, and 1
 // unless that G gains min_gain over G = 1 (min_gain_multi_wave where the unsplit grid is
 // multi_wave_grid waves of `slots` or more). Never more than the number of key blocks (over
 // min_key_blocks_per_split) or max_splits.

@@ -9,27 +9,48 @@ namespace {
 // Each thread owns 4 consecutive columns of a row (16-byte loads of the partials, which are the
 // dominant traffic) and folds every lanes-th split of it (core/combine_math.h); the row's lanes
 // of a column group are adjacent threads of one warp and merge their folds by shuffles. A row
-// takes d/4 * lanes threads, so a block of Threads (combine_block_threads) holds whole rows. A
-// decode call has few rows (b * h), so the lanes are what spreads its combine over more threads
-// and SMs; a thread's split LSEs and partials are loaded together, kCombineSplitsPerChunk splits
-// at a time. An instance per block size: a bound of 256 threads has ptxas keep a 128-thread
-// block's threads to fewer registers, and loads in flight.
-template <class Elem, int D, int Threads>
-__global__ void __launch_bounds__(Threads)
+// takes d/4 * lanes consecutive threads of the grid, so a row may span blocks. A decode call has
+// few rows (b * h), so the lanes are what spreads its combine over more threads and SMs. A
+// thread's split LSEs and partials are loaded together, kCombineSplitsPerChunk splits a batch,
+// and its next batch is loaded before it folds the current one.
+struct SplitBatch {
+  float lse[kCombineSplitsPerChunk];
+  float4 part[kCombineSplitsPerChunk];
+};
+
+// Splits g0, g0 + lanes, ... of a row's column group (4 columns at col).
+template <int D>
+__device__ __forceinline__ SplitBatch load_batch(const AttnFwdParams& p, int64_t rows,
+                                                 int64_t row, int col, int g0, int lanes,
+                                                 int splits) {
+  SplitBatch batch;
+#pragma unroll
+  for (int i = 0; i < kCombineSplitsPerChunk; ++i) {
+    const int g = g0 + i * lanes;
+    // A split past the last is -inf, so fold_split skips it; the partial of a split that saw
+    // no key may be unwritten, and is read but never used.
+    batch.lse[i] = g < splits ? p.lse_accum[g * rows + row] : -INFINITY;
+    batch.part[i] = g < splits
+                        ? *reinterpret_cast<const float4*>(p.o_accum + (g * rows + row) * D + col)
+                        : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  return batch;
+}
+
+template <class Elem, int D>
+__global__ void __launch_bounds__(kCombineThreads)
     combine_kernel(const AttnFwdParams p, int lanes_log2) {
   constexpr int kColumnGroups = D / 4;
   constexpr int kChunk = kCombineSplitsPerChunk;
   const int lanes = 1 << lanes_log2;
-  const int threads_per_row = kColumnGroups * lanes;
   const int64_t rows = static_cast<int64_t>(p.b) * p.h * p.sq;
-  const int rows_per_block = Threads / threads_per_row;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * rows_per_block +
-                      threadIdx.x / threads_per_row;
+  const int64_t group = (static_cast<int64_t>(blockIdx.x) * kCombineThreads + threadIdx.x) >>
+                        lanes_log2;  // (row, column group)
+  const int64_t row = group / kColumnGroups;
+  const int col = static_cast<int>(group % kColumnGroups) * 4;
   const int lane = threadIdx.x & (lanes - 1);
-  const int col = ((threadIdx.x >> lanes_log2) % kColumnGroups) * 4;
   // Threads past the last row stay to the end: the shuffles below take every lane of a warp.
-  // (and so do threads past the block's whole rows: d=96 and 192 leave some)
-  const bool valid = row < rows && static_cast<int>(threadIdx.x) < rows_per_block * threads_per_row;
+  const bool valid = row < rows;
   // Launched while the producers finish (launch_after_prior_grid): their partials are visible
   // only past this point.
   wait_for_prior_grid();
@@ -37,22 +58,17 @@ __global__ void __launch_bounds__(Threads)
   SplitFold fold;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   const int splits = valid ? p.num_splits : 0;  // a thread past the last row folds none
+  SplitBatch next = load_batch<D>(p, rows, row, col, lane, lanes, splits);
   for (int g0 = lane; g0 < splits; g0 += kChunk * lanes) {
-    float lse_g[kChunk];
-    float4 part[kChunk];
-#pragma unroll
-    for (int i = 0; i < kChunk; ++i) {
-      const int g = g0 + i * lanes;
-      // A split past the last is -inf, so fold_split skips it; the partial of a split that saw
-      // no key may be unwritten, and is read but never used.
-      lse_g[i] = g < splits ? p.lse_accum[g * rows + row] : -INFINITY;
-      part[i] = g < splits ? *reinterpret_cast<const float4*>(p.o_accum + (g * rows + row) * D + col)
-                         : make_float4(0.f, 0.f, 0.f, 0.f);
+    const SplitBatch batch = next;
+    if (g0 + kChunk * lanes < splits) {
+      next = load_batch<D>(p, rows, row, col, g0 + kChunk * lanes, lanes, splits);
     }
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) {
-      const float o_g[4] = {part[i].x, part[i].y, part[i].z, part[i].w};
-      fold_split(fold, acc, lse_g[i], o_g, 4);
+      const float4 part = batch.part[i];
+      const float o_g[4] = {part.x, part.y, part.z, part.w};
+      fold_split(fold, acc, batch.lse[i], o_g, 4);
     }
   }
   // lanes is a power of two of at most kCombineMaxLanes (combine_lanes) and a column group's
@@ -81,20 +97,12 @@ __global__ void __launch_bounds__(Threads)
   if (col == 0) p.lse[row] = folded_lse(fold);
 }
 
-template <class Elem, int D, int Threads>
-void launch_sized(const AttnFwdParams& p, const LaunchPlan& plan, gpuStream_t stream) {
-  const int lanes_log2 = ceil_log2(static_cast<unsigned>(plan.combine_lanes));
-  launch_after_prior_grid(plan.dependent_launch, combine_kernel<Elem, D, Threads>,
-                          dim3(static_cast<unsigned>(plan.combine_grid.x)), dim3(Threads), 0,
-                          stream, p, lanes_log2);
-}
-
 template <class Elem, int D>
 void launch_typed(const AttnFwdParams& p, const LaunchPlan& plan, gpuStream_t stream) {
-  if (combine_block_threads(D, plan.combine_lanes) == kCombineMaxThreads) {
-    return launch_sized<Elem, D, kCombineMaxThreads>(p, plan, stream);
-  }
-  launch_sized<Elem, D, kCombineThreads>(p, plan, stream);
+  const int lanes_log2 = ceil_log2(static_cast<unsigned>(plan.combine_lanes));
+  launch_after_prior_grid(plan.dependent_launch, combine_kernel<Elem, D>,
+                          dim3(static_cast<unsigned>(plan.combine_grid.x)), dim3(kCombineThreads),
+                          0, stream, p, lanes_log2);
 }
 
 template <class Elem>

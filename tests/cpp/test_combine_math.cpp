@@ -236,32 +236,25 @@ TEST(CombineMath, FoldRescaleIsZeroForAnEmptyFoldAndOneForAnUnmovedMax) {
   EXPECT_NEAR(fold_rescale(1.f, 1.f + std::log(4.f)), 0.25f, 2 * kEps);
 }
 
-// The kernel's lanes per row and batches of loads: every lane folds at least one split, and no
-// more lanes than 128 threads hold beside the row's d / 4 column groups.
+// The kernel's lanes per row and batches of loads: the fewest lanes that leave each at most
+// one batch of 8 splits, at most 32 (a warp's shuffles).
 TEST(CombineMath, LanesAndBatchesFollowTheSplitCount) {
-  EXPECT_EQ(combine_lanes(1, 64), 1);
-  EXPECT_EQ(combine_lanes(8, 64), 1);     // one batch of 8 already
-  EXPECT_EQ(combine_lanes(9, 64), 2);
-  EXPECT_EQ(combine_lanes(32, 128), 4);
-  EXPECT_EQ(combine_lanes(64, 64), 8);
-  EXPECT_EQ(combine_lanes(128, 64), 8);    // 2 batches each: a 128-thread block's lanes suffice
-  EXPECT_EQ(combine_lanes(256, 64), 16);   // more than 2 batches: up to kCombineMaxLanes
-  EXPECT_EQ(combine_lanes(1024, 64), 16);
-  EXPECT_EQ(combine_lanes(33, 128), 4);    // 9 per lane: within 2 batches
-  EXPECT_EQ(combine_lanes(128, 128), 8);   // 32 per lane at 4 lanes
-  EXPECT_EQ(combine_lanes(256, 128), 8);   // at most kCombineMaxThreads / (d / 4)
-  EXPECT_EQ(combine_lanes(256, 256), 4);
-  EXPECT_EQ(combine_batches(8, 128), 1);
-  EXPECT_EQ(combine_batches(32, 128), 1);   // 8 per lane
-  EXPECT_EQ(combine_batches(64, 128), 2);   // 16 per lane
-  EXPECT_EQ(combine_batches(128, 64), 2);
-  EXPECT_EQ(combine_batches(256, 128), 4);  // 32 per lane
-  // Blocks of kCombineThreads unless one row's lanes need more.
-  EXPECT_EQ(combine_block_threads(128, 4), kCombineThreads);
-  EXPECT_EQ(combine_block_threads(128, 8), 256);
-  EXPECT_EQ(combine_block_threads(64, 16), 256);
-  EXPECT_EQ(combine_block_threads(96, 8), 256);  // one row of 192 threads: the 256 instance
-  EXPECT_EQ(combine_block_threads(256, 1), kCombineThreads);
+  EXPECT_EQ(combine_lanes(1), 1);
+  EXPECT_EQ(combine_lanes(8), 1);      // one batch of 8 already
+  EXPECT_EQ(combine_lanes(9), 2);
+  EXPECT_EQ(combine_lanes(32), 4);
+  EXPECT_EQ(combine_lanes(33), 8);
+  EXPECT_EQ(combine_lanes(256), 32);   // rows of 1024 threads at d=128, over 8 blocks
+  EXPECT_EQ(combine_lanes(1024), 32);  // at most kCombineMaxLanes
+  EXPECT_EQ(combine_batches(8), 1);
+  EXPECT_EQ(combine_batches(33), 1);    // 5 per lane
+  EXPECT_EQ(combine_batches(256), 1);   // 8 per lane
+  EXPECT_EQ(combine_batches(257), 2);   // 9 per lane
+  EXPECT_EQ(combine_batches(1024), 4);  // 32 per lane
+  // A row takes d / 4 * lanes consecutive threads of 128-thread blocks.
+  EXPECT_EQ(combine_blocks(7, 64, 2), 2);     // 7 rows of 32 threads: 224 threads
+  EXPECT_EQ(combine_blocks(16, 128, 16), 64);  // 16 rows of 512 threads
+  EXPECT_EQ(combine_blocks(3, 96, 8), 5);     // 3 rows of 192 threads: 576 threads
 }
 
 // A split whose scores met a NaN (a NaN query, key or value) reports lse NaN. The unsplit

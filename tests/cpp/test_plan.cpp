@@ -255,10 +255,9 @@ TEST(Plan, CombineRunsOnlyForSplitsWithItsLanes) {
   const AttnProblem p = problem(1, 32, 8, 1, 65536, 128, false);
   const LaunchPlan plan = plan_of(p);
   ASSERT_GE(plan.num_splits, 2);
-  EXPECT_EQ(plan.combine_lanes, combine_lanes(plan.num_splits, 128));
-  const long long rows_per_block =
-      combine_block_threads(128, plan.combine_lanes) / (128 / 4 * plan.combine_lanes);
-  EXPECT_EQ(plan.combine_grid.x, (32 + rows_per_block - 1) / rows_per_block);
+  EXPECT_EQ(plan.combine_lanes, combine_lanes(plan.num_splits));
+  const long long threads = 32LL * (128 / 4) * plan.combine_lanes;  // 32 rows
+  EXPECT_EQ(plan.combine_grid.x, (threads + kCombineThreads - 1) / kCombineThreads);
   const LaunchPlan unsplit = plan_of(p, 1);
   EXPECT_EQ(unsplit.num_splits, 1);
   EXPECT_EQ(unsplit.combine_lanes, 0);

@@ -97,24 +97,21 @@ long double formula_us(const AttnProblem& p, const TileConfig& t, int sm_count, 
                              (1 + (narrow ? 0 : c.one_wave_imbalance) / waves) *
                              (1 + c.partial_wave_penalty * (waves / (blocks / slots) - 1));
   // Narrow tiles pay the combine's latency per batch of loads of a row's busiest thread: 8
-  // splits per batch, the splits dealt to the fewest of 1, 2, 4, ... 128 / (d / 4) threads that
-  // leave each at most 8, and past those (up to min(256 / (d / 4), 16)) while each would have
-  // more than 16 (combine_math.h), so ceil(ceil(g / lanes) / 8) batches.
+  // splits per batch, the splits dealt to the fewest of 1, 2, 4, ... 32 threads that leave each
+  // at most 8 (combine_math.h), so ceil(ceil(g / lanes) / 8) batches.
   static_assert(kCombineSplitsPerChunk == 8, "the formula below is written for batches of 8");
-  static_assert(kCombineThreads == 128 && kCombineMaxThreads == 256 && kCombineMaxLanes == 16,
-                "and for these lanes");
+  static_assert(kCombineMaxLanes == 32, "and for these lanes");
   int lanes = 1;
-  while (lanes * 8 < g && (lanes < 128 / (p.d / 4) ||
-                           (lanes < std::min<int64_t>(256 / (p.d / 4), 16) && lanes * 16 < g))) {
-    lanes *= 2;
-  }
+  while (lanes * 8 < g && lanes < 32) lanes *= 2;
   const int batches = ((g + lanes - 1) / lanes + 7) / 8;
-  const long double split = narrow ? c.narrow_chunk_latency_us * batches : c.split_latency_us * g;
+  const long double split = narrow ? (g > 1 ? c.narrow_chunk_latency_us * batches : 0)
+                                   : c.split_latency_us * g;
   const long double combine = narrow ? c.narrow_combine_us : c.combine_us;
   return std::max(compute, memory) + split + (g > 1 ? combine + partials / c.dram_bytes_per_us : 0);
 }
 
-// Tries every G and keeps the cheapest, the first one on ties.
+// Tries every G that is the fewest splits of its split length (ceil(kb / G)) and keeps the
+// cheapest, the first one on ties.
 int brute_force_num_splits(const AttnProblem& p, const TileConfig& t, int sm_count,
                            const SplitHeuristicConstants& c) {
   const int64_t kb = key_blocks(p, t);
@@ -124,6 +121,7 @@ int brute_force_num_splits(const AttnProblem& p, const TileConfig& t, int sm_cou
   int best = 1;
   long double best_us = unsplit;
   for (int64_t g = 2; g <= cap; ++g) {
+    if ((kb + g - 1) / g == (kb + g - 2) / (g - 1)) continue;
     const long double us = formula_us(p, t, sm_count, g, c);
     if (us < best_us) best = static_cast<int>(g), best_us = us;
   }
@@ -497,9 +495,8 @@ TEST(SplitHeuristic, EveryConstantMovesTheChoiceOfItsOwnFamilyOnly) {
       {"partial_wave_penalty", [](SplitHeuristicConstants& c) { c.partial_wave_penalty = 1; }, "*"},
       {"split_latency_us", [](SplitHeuristicConstants& c) { c.split_latency_us = 4; }, "HP"},
       {"combine_us", [](SplitHeuristicConstants& c) { c.combine_us = 40; }, "HP"},
-      // 0: the combine's batches cost nothing, so splits past one batch per lane become free
-      // (MQA decode over long caches, whose G needs more than one).
-      {"narrow_chunk_latency_us", [](SplitHeuristicConstants& c) { c.narrow_chunk_latency_us = 0; }, "N"},
+      // 40: a split's batch of combine loads costs more than short decode calls gain by it.
+      {"narrow_chunk_latency_us", [](SplitHeuristicConstants& c) { c.narrow_chunk_latency_us = 40; }, "N"},
       {"narrow_combine_us", [](SplitHeuristicConstants& c) { c.narrow_combine_us = 40; }, "N"},
       {"min_gain", [](SplitHeuristicConstants& c) { c.min_gain = 0.3; }, "*"},
       {"min_gain_multi_wave", [](SplitHeuristicConstants& c) { c.min_gain_multi_wave = 0.0; }, "*"},
