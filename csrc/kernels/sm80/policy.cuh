@@ -97,10 +97,6 @@ struct PageTable {
     const int last_key = min((n + 1) * BlockN, sk) - 1;
     return n < 0 || last_key < n * BlockN ? 0 : page_size.div(last_key) - first_page(n) + 1;
   }
-  __device__ void copy(int n) const {  // synchronous: the walk's first blocks
-    const int first = first_page(n), count = entries(n);
-    for (int j = static_cast<int>(threadIdx.x); j < count; j += Threads) slot(n)[j] = pages[first + j];
-  }
   __device__ void copy_async(int n) const {
     const int first = first_page(n), count = entries(n);
     for (int j = static_cast<int>(threadIdx.x); j < count; j += Threads) {
@@ -295,15 +291,20 @@ struct Policy {
       load_tile<kBlockN, D, kThreads>(sV, v, p.v_row_stride, n * kBlockN, seq.sk,
                                       may_narrow_value(D) ? p.dv : D);
     }
-    // The tile's Q and its first key block n (paged k/v: first the page-table entries of
-    // blocks n and n - 1, then those of n - 2 start beside the copies).
+    // The tile's Q and its first key block n. Paged k/v: the page-table entries of blocks n
+    // and n - 1 first, in one round trip with Q's copies issued behind them (only the entries'
+    // group is waited for), then those of n - 2 start beside the K/V copies.
     __device__ void prologue(int m0, int group, int n) {
       if (paged()) {
-        table.copy(n);
-        table.copy(n - 1);
-        __syncthreads();
+        table.copy_async(n);
+        table.copy_async(n - 1);
+        cp_async_commit();
       }
       load_packed_q<kBlockM, D, kThreads>(sQ, q, p, seq.sq, m0, group, kv_head);
+      if (paged()) {
+        cp_async_wait<0>();  // the entries' group; Q's copies are not committed yet
+        __syncthreads();
+      }
       load_kv(0, n);
       if (paged()) table.copy_async(n - 2);
       cp_async_commit();
