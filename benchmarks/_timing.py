@@ -225,12 +225,13 @@ def tflops(flops: float, ms: Optional[float]) -> Optional[float]:
 # ----------------------------------------------------------------------------- inputs
 
 def make_input_sets(torch, b, h, hk, sq, sk, d, dtype, max_sets: int = 8, seed: int = 0,
-                    dv: Optional[int] = None):
+                    dv: Optional[int] = None, min_sets: int = 1):
     """Random (q, k, v) sets in the (b, s, h, d) layout (v of head dim dv, d by default);
     several when one set fits in L2, so rotating among them keeps every timed call reading from
-    HBM."""
+    HBM (at least min_sets: 2 makes consecutive calls read different sets however large)."""
     set_bytes = attention_io_bytes(b, h, hk, sq, sk, d, torch.finfo(dtype).bits // 8)
     n_sets = 1 if set_bytes >= 2 * L2_BYTES else min(max_sets, math.ceil(2 * L2_BYTES / set_bytes))
+    n_sets = max(n_sets, min_sets)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(seed)
     sets = []
