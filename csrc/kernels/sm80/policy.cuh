@@ -97,10 +97,16 @@ struct PageTable {
     const int last_key = min((n + 1) * BlockN, sk) - 1;
     return n < 0 || last_key < n * BlockN ? 0 : page_size.div(last_key) - first_page(n) + 1;
   }
+  // A fixed number of predicated copies per thread (one or two): the loop over the entries
+  // unrolled as a counted loop would take a hundred instructions at each of the four places the
+  // walk copies entries.
+  static constexpr int kCopiesPerThread = (kSlotEntries + Threads - 1) / Threads;
   __device__ void copy_async(int n) const {
     const int first = first_page(n), count = entries(n);
-    for (int j = static_cast<int>(threadIdx.x); j < count; j += Threads) {
-      cp_async_4(smem_addr(slot(n) + j), pages + first + j);
+#pragma unroll
+    for (int i = 0; i < kCopiesPerThread; ++i) {
+      const int j = static_cast<int>(threadIdx.x) + i * Threads;
+      if (j < count) cp_async_4(smem_addr(slot(n) + j), pages + first + j);
     }
   }
 };
@@ -113,8 +119,11 @@ struct PageTable {
 // 256, ...), a run stays inside one page: a thread reads one table entry per block and advances
 // one pointer as load_tile does, so the narrow tile's paged walk costs a table entry and a page
 // offset per block over the contiguous walk (a page found per row would double its
-// instructions). Other page sizes find each row's page on its own (the copies then go without a
-// memory clobber, so the table reads of all rows are scheduled ahead of them).
+// instructions). Other page sizes find each row's page on its own, in a loop that is not
+// unrolled: every paged instance carries both paths at the four places the walk copies K or V,
+// and a decode call starts with a cold instruction cache (other kernels ran in between), so the
+// instance's code size is its start-up cost (unrolled, the paged code was 2.5x the contiguous
+// one's and its calls 10-20% slower cold than warm; see docs/design.md).
 template <int Rows, int D, int Threads, class Elem>
 __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
                                                 const PageTable<Rows, Threads>& table,
@@ -147,7 +156,7 @@ __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
     }
     return;
   }
-#pragma unroll
+#pragma unroll 1
   for (int i = 0; i < kRun; ++i) {
     const int row = first_row + i;
     const int key = n * Rows + row;
