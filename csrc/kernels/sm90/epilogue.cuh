@@ -191,9 +191,12 @@ struct FwdEpilogue {
 
   // The warp's staged rows from warp_row on that its sequence holds, where it ends inside them
   // (the rows after it are the next sequence's in a varlen batch): one TMA store of a box row
-  // each (EpilogueParams::o_row_map), from the row's place in the staging.
+  // each (EpilogueParams::o_row_map), from the row's place in the staging. A loop, not
+  // unrolled: only a sequence's last warp of rows runs it, and unrolled it took a seventh of a
+  // sequences instance's code, which a call pays for starting cold (docs/design.md).
   __device__ __forceinline__ void store_sequence_rows(const FinishedRows& f, int warp_row,
                                                       uint64_t o_policy) const {
+#pragma unroll 1
     for (int row = 0; row < f.sq - warp_row; ++row)
       for (int slab = 0; slab < Tiles::kSlabs; ++slab)
         tma_store_4d(&ep.o_row_map, sO_rows + slab * Tiles::kSlabBytesO + warp_rows + row * 128,
