@@ -4,8 +4,8 @@
 Each case is tiny (sanitizers slow kernels down 10-100x) but chosen to reach the edges: both
 dtypes, every head dim (and v's 128 beside 192), causal with rows that see no key, odd lengths
 that end mid-tile, the plain kernel (G = 1), forced and heuristic splits (producers + combine),
-GQA/MQA, strided inputs and varlen batches (b sequences of sq - 13 i queries and sk - 29 i
-keys). Every case also checks its output against an fp32 reference, so a case that "passes"
+GQA/MQA, strided inputs, varlen batches (b sequences of sq - 13 i queries and sk - 29 i
+keys) and paged caches (shuffled pages of several sizes). Every case also checks its output against an fp32 reference, so a case that "passes"
 the sanitizer while computing garbage still fails.
 
     python scripts/sanitize_cases.py               # the memcheck set
@@ -134,10 +134,19 @@ MEMCHECK_CASES = [
     # A group of 5: 125 rows of a tile filled, the rest zeroed padding.
     Case("bf16-d128-causal-G1-hopper-packed-g5", "bf16", 128, True, 2, 30, 400, 10, 2, 1,
          "contiguous", 125),
+    # Paged caches (layout "paged<page size>", sequences of sk - 29 i keys, shuffled pages,
+    # NaN in every slot past a sequence's keys): the narrow tile's copy runs of whole pages
+    # (16) and its walk over pages shorter than a run (8), and the wide tile's walk (pages of 7
+    # under 48 packed rows).
+    Case("bf16-d128-decode-G3-paged16", "bf16", 128, False, 3, 1, 300, 8, 2, 3, "paged16"),
+    Case("fp16-d64-decode-auto-paged8", "fp16", 64, False, 2, 1, 777, 4, 4, 0, "paged8"),
+    Case("bf16-d128-causal-G2-paged7-wide", "bf16", 128, True, 2, 12, 200, 8, 2, 2, "paged7"),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64, and a short GQA
 # query block packed into its rows), the portable wide tile and the narrow tile (decode).
 RACECHECK_CASES = [
+    # The narrow tile's page-table slots (cp.async two key blocks ahead) on a paged walk.
+    Case("race-bf16-d128-decode-G2-paged8", "bf16", 128, False, 2, 1, 300, 4, 1, 2, "paged8"),
     Case("race-bf16-d64-causal-G2-hopper", "bf16", 64, True, 1, 70, 200, 1, 1, 2, "contiguous"),
     Case("race-bf16-d64-causal-G1-hopper192", "bf16", 64, True, 1, 1536, 256, 12, 12, 1,
          "contiguous", 192),
@@ -270,9 +279,50 @@ def run_varlen_case(torch, flashsplit, naive_attention, case, check):
     return verdict(detail, err, lse_err)
 
 
+def run_paged_case(torch, flashsplit, naive_attention, case, check):
+    """flash_attn_with_kvcache over shuffled pages; sequence i holds sk - 29 i keys."""
+    page = int(case.layout[len("paged"):])
+    q, k, v = make_inputs(torch, case)
+    lens = varlen_lengths(case)[1]
+    per_seq = -(-case.sk // page)
+    gen = torch.Generator().manual_seed(zlib.crc32(case.name.encode()))
+    order = torch.randperm(case.b * per_seq + 2, generator=gen)[:case.b * per_seq]
+    table = order.view(case.b, per_seq).to(device="cuda", dtype=torch.int32)
+
+    def pages_of(cache):
+        pages = torch.full((case.b * per_seq + 2, page) + tuple(cache.shape[2:]), float("nan"),
+                           dtype=cache.dtype, device="cuda")
+        for i, n in enumerate(lens):
+            rows = cache[i, :n]
+            for j in range(-(-n // page)):
+                chunk = rows[j * page:(j + 1) * page]
+                pages[table[i, j], :chunk.shape[0]] = chunk
+        return pages
+
+    seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    out, lse = flashsplit.flash_attn_with_kvcache(
+        q, pages_of(k), pages_of(v), cache_seqlens=seqlens, block_table=table,
+        causal=case.causal, num_splits=case.num_splits, return_softmax_lse=True)
+    torch.cuda.synchronize()
+    detail = f"page_size={page}"
+    if torch.isnan(out).any() or torch.isnan(lse).any():
+        return False, detail + ": NaN in the output"
+    if not check:
+        return True, detail
+    err = lse_err = 0.0
+    for i, n in enumerate(lens):
+        ref, ref_lse = naive_attention(q[i:i + 1].float(), k[i:i + 1, :n].float(),
+                                       v[i:i + 1, :n].float(), causal=case.causal)
+        err = max(err, (out[i].float() - ref[0]).abs().max().item())
+        lse_err = max(lse_err, (lse[i] - ref_lse[0]).abs().max().item())
+    return verdict(detail, err, lse_err)
+
+
 def run_case(torch, flashsplit, naive_attention, case, check):
     if case.layout == "varlen":
         return run_varlen_case(torch, flashsplit, naive_attention, case, check)
+    if case.layout.startswith("paged"):
+        return run_paged_case(torch, flashsplit, naive_attention, case, check)
     q, k, v = make_inputs(torch, case)
     decision = flashsplit.explain(q, k, v, causal=case.causal, num_splits=case.num_splits)
     if decision["path"] != "native":

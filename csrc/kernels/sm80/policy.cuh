@@ -119,11 +119,12 @@ struct PageTable {
 // 256, ...), a run stays inside one page: a thread reads one table entry per block and advances
 // one pointer as load_tile does, so the narrow tile's paged walk costs a table entry and a page
 // offset per block over the contiguous walk (a page found per row would double its
-// instructions). Other page sizes find each row's page on its own, in a loop that is not
-// unrolled: every paged instance carries both paths at the four places the walk copies K or V,
-// and a decode call starts with a cold instruction cache (other kernels ran in between), so the
-// instance's code size is its start-up cost (unrolled, the paged code was 2.5x the contiguous
-// one's and its calls 10-20% slower cold than warm; see docs/design.md).
+// instructions). Other page sizes walk the run row by row, stepping to the next page's entry
+// where a page ends. That path is a loop, not unrolled: every paged instance carries both paths
+// at the four places the walk copies K or V, and a decode call starts with a cold instruction
+// cache (other kernels ran in between), so the instance's code size is its start-up cost
+// (with a page found per row, unrolled, the paged code was 2.5x the contiguous one's and its
+// calls 10-20% slower cold than warm; see docs/design.md).
 template <int Rows, int D, int Threads, class Elem>
 __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
                                                 const PageTable<Rows, Threads>& table,
@@ -156,19 +157,27 @@ __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
     }
     return;
   }
+  // Other page sizes: the run walks on from its first row's place, taking the next page's
+  // entry where a page ends (every row for pages of one key), in a loop that is not unrolled.
+  const int key0 = n * Rows + first_row;
+  int page = table.page_size.div(key0);
+  int in_page = table.page_size.mod(key0, page);
+  const Elem* src = row0 + static_cast<int64_t>(entries[page - first_page]) * page_stride +
+                    static_cast<int64_t>(in_page) * row_stride;
 #pragma unroll 1
   for (int i = 0; i < kRun; ++i) {
-    const int row = first_row + i;
-    const int key = n * Rows + row;
-    const int page = table.page_size.div(key);
-    const int64_t entry = entries[page - first_page];
-    const Elem* src = row0 + entry * page_stride +
-                      static_cast<int64_t>(table.page_size.mod(key, page)) * row_stride;
-    const bool valid = key < n_valid;
+    const bool valid = key0 + i < n_valid;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
-      cp_async_16_unordered(smem_addr(smem + swizzled<D>(row, pass * kPassChunks + chunk)),
-                            valid ? src + pass * kPassChunks * 8 : head, valid);
+      const int at = swizzled<D>(first_row + i, pass * kPassChunks + chunk);
+      cp_async_16_unordered(smem_addr(smem + at), valid ? src + pass * kPassChunks * 8 : head,
+                            valid);
+    }
+    src += row_stride;
+    if (++in_page == page_size && i + 1 < kRun) {
+      in_page = 0;
+      ++page;
+      src = row0 + static_cast<int64_t>(entries[page - first_page]) * page_stride;
     }
   }
 }
