@@ -52,10 +52,10 @@ def test_varlen_prefill_and_decode_lengths(dtype, d, causal, heads):
 @pytest.mark.parametrize("page_size", [1, 8, 16, 24, 48, 64, 256])
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
 def test_varlen_paged_keys_at_any_page_size(d, page_size):
-    # Multi-token rows (the wide tiles) and decode rows (the narrow tile, whose paged copies
-    # take a page per run of 16 rows where the page size is a multiple of 16, else a page per
-    # row).
-    for q_lens in ([3, 1, 20], [1, 1, 1]):
+    # Multi-token rows of up to 80 packed rows (the wide tiles) and of up to 32 (two narrow row
+    # tiles), and decode rows (the narrow tile). The narrow tile's paged copies take a page per
+    # run of 16 rows where the page size is a multiple of 16, else walk the run's pages.
+    for q_lens in ([3, 1, 20], [8, 3, 5], [1, 1, 1]):
         k_lens = [700, 1, 129]
         q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, 8, 2, d, torch.bfloat16, "cuda",
                                             seed=1)

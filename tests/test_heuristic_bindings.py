@@ -128,8 +128,8 @@ def test_tiles_and_grid():
     narrow = H.tiles_for("portable_mma", decode)
     assert narrow.packs_heads and narrow.block_m <= 16
     assert H.forward_blocks(decode, narrow) == 2 * 8  # one tile of 4 packed rows per k/v head
-    # Multi-token decode of 32 packed rows: the sm80 policy's narrow tile, two row tiles each,
-    # unless the k/v are paged; 64 packed rows: the wide tile.
+    # Multi-token decode of 32 packed rows: the sm80 policy's narrow tile, two row tiles each;
+    # 64 packed rows: the wide tile.
     spec = H.AttnProblem(b=2, h=32, hk=8, sq=8, sk=4096, d=128)
     assert H.sm80_uses_narrow_tiles(spec) and not H.use_narrow_tiles(spec)
     assert H.forward_blocks(spec, H.tiles_for("portable_mma", spec)) == 2 * 8 * 2

@@ -19,7 +19,7 @@ TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
       return hopper_tile_config(d, p.sq, p.causal, p.sk, 0, 0, 2,
                                 static_cast<int>(value_head_dim(p)), p.per_sequence);
     case KernelFamily::kPortableMma:
-      return portable_tile_config(d, sm80_uses_narrow_tiles(p.sq, p.h, p.hk, p.page_size > 0));
+      return portable_tile_config(d, sm80_uses_narrow_tiles(p.sq, p.h, p.hk));
     case KernelFamily::kPortableMfma:
       return gfx9_tile_config(d, use_narrow_tiles(p.sq, p.h, p.hk));
     case KernelFamily::kNone: break;

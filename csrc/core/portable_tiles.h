@@ -34,16 +34,14 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
 }
 
 // Whether the sm80 policy runs a problem on its narrow tile. Beyond decode (at most
-// kNarrowMaxRows packed rows), contiguous k/v of up to kSm80NarrowMaxRows packed rows
-// (multi-token decode: 8 query tokens of a group of 4) run it too, as two row tiles of a
-// (batch, k/v head) that read its keys together: measured 8-13% faster than one 128-row wide
-// tile, most of whose rows are padding (3 shapes of 32 packed rows, H100). At 64 packed rows
-// the four row tiles ran 1.5x slower than the wide tile, and over paged k/v the narrow tiles
-// ran 2-9% slower on two of four 32-row shapes and 2-4% faster on the others, so paged k/v keeps
-// the wide tile.
+// kNarrowMaxRows packed rows), up to kSm80NarrowMaxRows packed rows (multi-token decode: 8 query
+// tokens of a group of 4) run it too, as two row tiles of a (batch, k/v head) that read its keys
+// together: measured 8-13% faster than one 128-row wide tile, most of whose rows are padding (3
+// shapes of 32 packed rows, H100), and over paged k/v 5-11% faster (4 shapes of 28-32 packed
+// rows). At 64 packed rows the four row tiles ran 1.5x slower than the wide tile.
 constexpr long long kSm80NarrowMaxRows = 32;
-constexpr bool sm80_uses_narrow_tiles(long long sq, long long h, long long hk, bool paged) {
-  return packed_rows(sq, h, hk) <= (paged ? kNarrowMaxRows : kSm80NarrowMaxRows);
+constexpr bool sm80_uses_narrow_tiles(long long sq, long long h, long long hk) {
+  return packed_rows(sq, h, hk) <= kSm80NarrowMaxRows;
 }
 
 // Dynamic shared memory of a block of the sm80 policy's tiles: Q and two stages of (K, V), in

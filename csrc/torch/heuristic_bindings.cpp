@@ -382,10 +382,10 @@ void bind_split_rules(py::module_& h) {
         py::arg("problem"));
   h.def("sm80_uses_narrow_tiles",
         [](const AttnProblem& p) {
-          return sm80_uses_narrow_tiles(p.sq, p.h, p.hk, p.page_size > 0);
+          return sm80_uses_narrow_tiles(p.sq, p.h, p.hk);
         },
         "Whether the sm80 policy runs the problem on its narrow tile (also multi-token decode "
-        "of up to 32 packed rows over contiguous k/v).",
+        "of up to 32 packed rows).",
         py::arg("problem"));
 
   h.def("tiles_for",

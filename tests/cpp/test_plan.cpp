@@ -172,7 +172,7 @@ TEST(Plan, PortableGridPacksHeadsAndSplits) {
   EXPECT_FALSE(plan.tail.active());
 }
 
-TEST(Plan, MultiTokenDecodeOfUpTo32PackedRowsRunsTheNarrowTileOverContiguousKv) {
+TEST(Plan, MultiTokenDecodeOfUpTo32PackedRowsRunsTheNarrowTile) {
   // The portable kernels (Hopper's off): 8 query tokens of a group of 4 are 32 packed rows,
   // two narrow row tiles per k/v head.
   PlanOptions portable;
@@ -182,15 +182,17 @@ TEST(Plan, MultiTokenDecodeOfUpTo32PackedRowsRunsTheNarrowTileOverContiguousKv) 
   ASSERT_EQ(contiguous.gate.family, KernelFamily::kPortableMma);
   EXPECT_EQ(contiguous.tiles.block_m, portable_tile_config(128, true).block_m);
   EXPECT_EQ(contiguous.forward_grid.x, 2);
-  // 64 packed rows, or the same 32 over paged k/v: the wide tile.
+  // 64 packed rows: the wide tile.
   EXPECT_EQ(plan_of(problem(8, 32, 8, 16, 16384, 128, false), 0, portable).tiles.block_m,
             portable_tile_config(128).block_m);
+  // The same 32 over paged k/v, which the Hopper kernels do not read: the narrow tile too.
   p.per_sequence = true;
   p.page_size = 64;
   const LaunchPlan paged = plan_of(p);
   ASSERT_TRUE(paged.gate.ok && paged.paged);
   EXPECT_EQ(paged.gate.family, KernelFamily::kPortableMma);
-  EXPECT_EQ(paged.tiles.block_m, portable_tile_config(128).block_m);
+  EXPECT_EQ(paged.tiles.block_m, portable_tile_config(128, true).block_m);
+  EXPECT_EQ(paged.forward_grid.x, 2);
 }
 
 TEST(Plan, MultiTokenDecodeOnHopperPacksTheGroupIntoSequenceTiles) {
