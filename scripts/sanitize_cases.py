@@ -5,8 +5,9 @@ Each case is tiny (sanitizers slow kernels down 10-100x) but chosen to reach the
 dtypes, every head dim (and v's 128 beside 192), causal with rows that see no key, odd lengths
 that end mid-tile, the plain kernel (G = 1), forced and heuristic splits (producers + combine),
 GQA/MQA, strided inputs, varlen batches (b sequences of sq - 13 i queries and sk - 29 i
-keys) and paged caches (shuffled pages of several sizes). Every case also checks its output against an fp32 reference, so a case that "passes"
-the sanitizer while computing garbage still fails.
+keys) and paged caches (shuffled pages of several sizes). Every case also checks its output
+against an fp32 reference, so a case that "passes" the sanitizer while computing garbage still
+fails.
 
     python scripts/sanitize_cases.py               # the memcheck set
     python scripts/sanitize_cases.py --set race    # one small split case for racecheck
@@ -281,27 +282,21 @@ def run_varlen_case(torch, flashsplit, naive_attention, case, check):
 
 def run_paged_case(torch, flashsplit, naive_attention, case, check):
     """flash_attn_with_kvcache over shuffled pages; sequence i holds sk - 29 i keys."""
+    from sequence_cases import to_pages
     page = int(case.layout[len("paged"):])
     q, k, v = make_inputs(torch, case)
     lens = varlen_lengths(case)[1]
-    per_seq = -(-case.sk // page)
-    gen = torch.Generator().manual_seed(zlib.crc32(case.name.encode()))
-    order = torch.randperm(case.b * per_seq + 2, generator=gen)[:case.b * per_seq]
-    table = order.view(case.b, per_seq).to(device="cuda", dtype=torch.int32)
 
     def pages_of(cache):
-        pages = torch.full((case.b * per_seq + 2, page) + tuple(cache.shape[2:]), float("nan"),
-                           dtype=cache.dtype, device="cuda")
-        for i, n in enumerate(lens):
-            rows = cache[i, :n]
-            for j in range(-(-n // page)):
-                chunk = rows[j * page:(j + 1) * page]
-                pages[table[i, j], :chunk.shape[0]] = chunk
-        return pages
+        # The same page order for k and v; NaN in every slot past a sequence's keys.
+        gen = torch.Generator().manual_seed(zlib.crc32(case.name.encode()))
+        packed = torch.cat([cache[i, :n] for i, n in enumerate(lens)])
+        return to_pages(packed, lens, page, gen, poison=float("nan"))
 
+    (k_pages, table), (v_pages, _) = pages_of(k), pages_of(v)
     seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
     out, lse = flashsplit.flash_attn_with_kvcache(
-        q, pages_of(k), pages_of(v), cache_seqlens=seqlens, block_table=table,
+        q, k_pages, v_pages, cache_seqlens=seqlens, block_table=table,
         causal=case.causal, num_splits=case.num_splits, return_softmax_lse=True)
     torch.cuda.synchronize()
     detail = f"page_size={page}"

@@ -38,9 +38,9 @@ def tools_or_skip():
     return nvcc, dump
 
 
-def compile_unit(nvcc, dump, unit, folder, flags=SM90A_FLAGS):
+def compile_unit(nvcc, dump, unit, folder):
     cubin = os.path.join(folder, os.path.basename(unit) + ".cubin")
-    built = subprocess.run([nvcc, *flags, "-I", os.path.join(REPO, "csrc"), "-o", cubin,
+    built = subprocess.run([nvcc, *SM90A_FLAGS, "-I", os.path.join(REPO, "csrc"), "-o", cubin,
                             unit], capture_output=True, text=True)
     if built.returncode != 0 and "sm_90a" in built.stderr and "not defined" in built.stderr:
         pytest.skip(f"this nvcc cannot build sm_90a: {built.stderr.strip()[:200]}")

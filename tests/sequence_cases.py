@@ -30,14 +30,15 @@ def varlen_inputs(q_lens, k_lens, h, hk, d, dtype, device, seed=0):
     return q, k, v, cu_seqlens(q_lens, device), cu_seqlens(k_lens, device)
 
 
-def to_pages(k, k_lens, page_size, gen, extra_pages=3):
+def to_pages(k, k_lens, page_size, gen, extra_pages=3, poison=POISON):
     """A paged copy of packed keys k (total_k, hk, d): (pages, page_size, hk, d) with pages in a
-    random order and poisoned unused rows, and the block table (b, pages per sequence)."""
+    random order and unused rows holding `poison`, and the block table (b, pages per
+    sequence)."""
     per_seq = [(n + page_size - 1) // page_size for n in k_lens]
     width = max(1, max(per_seq))
     total = sum(per_seq) + extra_pages
     order = torch.randperm(total, generator=gen)
-    pages = torch.full((total, page_size) + tuple(k.shape[1:]), POISON, dtype=k.dtype,
+    pages = torch.full((total, page_size) + tuple(k.shape[1:]), poison, dtype=k.dtype,
                        device=k.device)
     table = torch.zeros((len(k_lens), width), dtype=torch.int32)
     start, used = 0, 0
