@@ -140,11 +140,13 @@ __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
   const int* entries = table.slot(n);
   const int page_size = table.page_size.divisor();
   const Elem* row0 = head + chunk * 8;
+  // The run's first row: its key, page and place in the page.
+  const int key0 = n * Rows + first_row;
+  int page = table.page_size.div(key0);
+  int in_page = table.page_size.mod(key0, page);
+  const Elem* src = row0 + static_cast<int64_t>(entries[page - first_page]) * page_stride +
+                    static_cast<int64_t>(in_page) * row_stride;
   if ((page_size & (kRun - 1)) == 0) {
-    const int key0 = n * Rows + first_row;
-    const int page = table.page_size.div(key0);
-    const Elem* src = row0 + static_cast<int64_t>(entries[page - first_page]) * page_stride +
-                      static_cast<int64_t>(table.page_size.mod(key0, page)) * row_stride;
 #pragma unroll
     for (int i = 0; i < kRun; ++i) {
       const bool valid = key0 + i < n_valid;
@@ -159,11 +161,6 @@ __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
   }
   // Other page sizes: the run walks on from its first row's place, taking the next page's
   // entry where a page ends (every row for pages of one key), in a loop that is not unrolled.
-  const int key0 = n * Rows + first_row;
-  int page = table.page_size.div(key0);
-  int in_page = table.page_size.mod(key0, page);
-  const Elem* src = row0 + static_cast<int64_t>(entries[page - first_page]) * page_stride +
-                    static_cast<int64_t>(in_page) * row_stride;
 #pragma unroll 1
   for (int i = 0; i < kRun; ++i) {
     const bool valid = key0 + i < n_valid;
