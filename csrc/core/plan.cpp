@@ -104,12 +104,12 @@ int causal_group_for(const AttnProblem& p, const TileConfig& tiles, int num_spli
   const bool side_by_side =
       tiles.block_m == kHopperTallRows || tiles.block_m == kHopperWideRows;
   if (!p.causal || (!side_by_side && persistent)) return 1;
-  // A unit is a query head's rows, or a GQA group's where the tiles pack the heads (and then
-  // no other unit reads its K/V).
+  // A unit is a query head's rows, or a GQA group's where the tiles pack the heads; the units
+  // of one k/v head (heads / hk of them) share its keys and values.
   const long long heads = tiles.packs_heads ? p.hk : p.h;
   const long long units = static_cast<long long>(num_splits) * p.b * heads;
   const long long kv_bytes = causal_unit_kv_bytes(p.sk, static_cast<int>(p.d), 2, num_splits,
-                                                  static_cast<int>(p.h / heads));
+                                                  static_cast<int>(heads / p.hk));
   return causal_tile_group(units, kv_bytes);
 }
 

@@ -143,6 +143,16 @@ TEST(Plan, CausalTilesSideBySideRunInKvGroups) {
   EXPECT_FALSE(ping_pong.tile_counter);
 }
 
+TEST(Plan, CausalGroupsCountAGqaGroupsKeysAndValuesOnce) {
+  // 32 query heads read 8 k/v heads of 4097 keys: a group of units holds the keys and values of
+  // 4 units once (524 KB), so all 32 units fit one 32 MB group; counted per query head (2 MB
+  // each) the group would hold 15.
+  const LaunchPlan plan = plan_of(problem(1, 32, 8, 4097, 4097, 128, true), 1);
+  ASSERT_EQ(plan.tiles.block_m, kHopperTallRows);
+  EXPECT_EQ(plan.tile_group, causal_tile_group(32, causal_unit_kv_bytes(4097, 128, 2, 1, 4)));
+  EXPECT_EQ(plan.tile_group, 32);
+}
+
 TEST(Plan, CausalPingPongTilesLaunchedABlockPerTileRunInKvGroups) {
   // 1400 causal queries against 5000 keys on few heads run 128-row tiles a block each: the SMs
   // take them in the grouped order, every head's longest tiles first, not head after head.

@@ -22,6 +22,15 @@ TEST(TileOrder, GroupsHoldUpTo32MBOfKeysAndValues) {
   EXPECT_EQ(causal_tile_group(7, 0), 7);
 }
 
+TEST(TileOrder, GroupsAreAsEvenAsTheyGo) {
+  constexpr long long kMB = 1 << 20;
+  // 128 units of which 127 fit a group: two groups of 64, not 127 and 1.
+  EXPECT_EQ(causal_tile_group(128, 32 * kMB / 127), 64);
+  // 32 units of which 15 fit: three groups of 11, 11 and 10.
+  EXPECT_EQ(causal_tile_group(32, 32 * kMB / 15), 11);
+  EXPECT_EQ(causal_tile_group(5, 32 * kMB / 2), 2);
+}
+
 TEST(TileOrder, AUnitsKeysAndValuesAreItsShareOfItsKvHead) {
   // K and V of 1024 keys at d=64 in bf16: 256 KB; at d=128 over 4096 keys: 2 MB.
   EXPECT_EQ(causal_unit_kv_bytes(1024, 64, 2, 1, 1), 256 * 1024);
