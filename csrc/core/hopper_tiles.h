@@ -23,8 +23,9 @@ constexpr bool hopper_persistent(long long sk) {
 // Causal chunks of queries against at least four times as many keys (chunked prefill) run
 // persistent whatever their length: their tiles differ little in length, and overlapping a
 // tile's loads with the previous tile's epilogue pays (measured +0.8-4% on 128-row tiles at
-// 6k-16k keys, none slower; 192-row tiles unchanged). Their carry and tile counter stay with
-// hopper_persistent.
+// 6k-16k keys, none slower; 192-row tiles unchanged). Their carry stays with hopper_persistent
+// (causal tiles side by side draw from a counter at any length: draws_tiles_from_counter in
+// core/plan.cpp).
 constexpr bool hopper_persistent_chunk(long long sq, long long sk, bool causal) {
   return causal && 4 * sq <= sk;
 }
@@ -117,10 +118,11 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
   const long long pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);
   const long long base_tiles = heads * ((sq + kHopperBaseRows - 1) / kHopperBaseRows);
   const long long tall_tiles = heads * ((sq + kHopperTallRows - 1) / kHopperTallRows);
-  // Causal calls launched a block per tile (not persistent) hand their tiles to the SMs longest
-  // first as SMs free up (the grouped order of core/tile_order.h): their time follows the
-  // tiles' total cost, not whole waves, so base and tall tiles compare by rows (waves over one
-  // SM). Measured +6-10% on tall tiles at 16-32 heads of 4k-8k rows, d=128.
+  // Long causal calls hand their tiles to the SMs longest first as SMs free up (the grouped
+  // order of core/tile_order.h: tall tiles drawn from a counter, base tiles launched a block
+  // each): their time follows the tiles' total cost, not whole waves, so base and tall tiles
+  // compare by rows (waves over one SM). Measured +6-10% on tall tiles at 16-32 heads of 4k-8k
+  // rows, d=128.
   const bool by_rows = causal && !hopper_persistent(sk) && !wide_exists;
   const long long slots = by_rows ? 1 : sm_count;
   const long long base_waves = (base_tiles + slots - 1) / slots;

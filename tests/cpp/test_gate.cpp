@@ -837,8 +837,9 @@ TEST(HopperSchedule, TilesDrawnFromACounterOnlyWhereConsumersRunSideBySide) {
   EXPECT_TRUE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, wide));
   EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, ping_pong));
   EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kPortableMma, p, tall));
-  p.sk = 4097;  // one block per tile: the hardware hands them out
-  EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, tall));
+  p.sk = 4097;  // longer tiles too (persistent for the counter's sake)
+  EXPECT_TRUE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, tall));
+  EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, ping_pong));
   p.sk = 4096;
   p.causal = false;  // equal tiles: the static walk
   EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, tall));

@@ -56,7 +56,8 @@ TEST(Plan, HopperFieldsAreTheRulesAnswers) {
           const TileConfig tiles = tiles_for_run(plan.gate.family, p, 132, g);
           EXPECT_EQ(plan.tiles.block_m, tiles.block_m);
           EXPECT_EQ(plan.tiles.block_n, tiles.block_n);
-          EXPECT_EQ(plan.persistent, hopper_persistent(p.sk));
+          EXPECT_EQ(plan.persistent, hopper_persistent(p.sk) ||
+                                         draws_tiles_from_counter(plan.gate.family, p, tiles));
           EXPECT_EQ(plan.carry, carry_across_tiles_for_run(plan.gate.family, p, tiles));
           EXPECT_EQ(plan.rotate_rounds, rotates_rounds_for_run(plan.gate.family, p, tiles, g));
           EXPECT_EQ(plan.tile_counter, draws_tiles_from_counter(plan.gate.family, p, tiles));
@@ -116,23 +117,30 @@ TEST(Plan, CausalCallsLaunchedABlockPerTileChooseTheirHeightByRows) {
 }
 
 TEST(Plan, ChunkedPrefillRunsPersistentAtAnyLength) {
-  // A chunk of 1024 queries against 6000 keys (47 key blocks) runs persistent; the square
-  // causal call of as many keys, and the chunk without the mask, launch a block per tile.
+  // A chunk of 1024 queries against 6000 keys (47 key blocks) runs its 128-row tiles
+  // persistent; the chunk without the mask launches a block per tile.
   const LaunchPlan chunk = plan_of(problem(4, 40, 8, 1024, 6000, 128, true), 1);
+  ASSERT_EQ(chunk.tiles.block_m, kHopperBaseRows);
   EXPECT_TRUE(chunk.persistent);
   EXPECT_EQ(chunk.forward_grid.x, 132);
   EXPECT_FALSE(chunk.carry);
-  EXPECT_FALSE(plan_of(problem(1, 40, 8, 6000, 6000, 128, true), 1).persistent);
   EXPECT_FALSE(plan_of(problem(4, 40, 8, 1024, 6000, 128, false), 1).persistent);
 }
 
 TEST(Plan, CausalTilesSideBySideRunInKvGroups) {
-  // 192-row causal tiles: persistent ones drawn from a counter, in groups of heads whose keys and
-  // values fit kCausalGroupKvBytes; other tiles keep the head-major order.
+  // 192-row causal tiles: drawn from a counter by one block per SM, in groups of heads whose
+  // keys and values fit kCausalGroupKvBytes; other tiles keep the head-major order.
   const AttnProblem p = problem(4, 32, 32, 4096, 4096, 64, true);
   const LaunchPlan plan = plan_of(p, 1);
   ASSERT_EQ(plan.tiles.block_m, kHopperTallRows);
   EXPECT_TRUE(plan.tile_counter);
+  // So are longer ones (47 key blocks), which are persistent only for the counter's sake.
+  const LaunchPlan longer = plan_of(problem(1, 40, 8, 6000, 6000, 128, true), 1);
+  ASSERT_EQ(longer.tiles.block_m, kHopperTallRows);
+  ASSERT_FALSE(hopper_persistent(6000));
+  EXPECT_TRUE(longer.tile_counter);
+  EXPECT_TRUE(longer.persistent);
+  EXPECT_EQ(longer.forward_grid.x, 132);
   EXPECT_EQ(plan.tile_group,
             causal_tile_group(4 * 32, causal_unit_kv_bytes(4096, 64, 2, 1, 1)));
   EXPECT_GT(plan.tile_group, 1);
