@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/host_device.h"
+#include "core/tile_order.h"
 #include "core/tiles.h"
 
 namespace flashsplit {
@@ -69,6 +70,9 @@ constexpr int kHopperTallPctD128 = 93;
 // Cost of a wide-tile row (d=64) in % of a base-tile row: more than a tall row, so wide tiles
 // win only where they pad less or fill fewer waves.
 constexpr int kHopperWidePct = 95;
+// How much earlier (in %) base tiles must end than tall ones in the longest-first model of a
+// long causal call (causal_longest_first_time) to be chosen over them.
+constexpr int kHopperCausalBaseMarginPct = 3;
 // From this many query rows tall tiles may run with the mask too (below it base tiles are
 // faster with the mask), and split calls at d=64 run them.
 constexpr int kHopperTallMinSq = 1536;
@@ -97,7 +101,7 @@ constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal, long
 // The tile height a call runs with num_splits = G. Split calls: hopper_split_block_m. Unsplit
 // calls on a grid of heads = b * h query heads: the height whose waves over sm_count SMs,
 // weighted by a row's cost, weigh less (tall waves * 192 * pct < base waves * 128 * 100) where
-// tall tiles exist. A row-count rule alone cannot do this: tall tiles win per row on a full
+// tall tiles exist; long causal calls compare the modelled time of their longest-first order. A row-count rule alone cannot do this: tall tiles win per row on a full
 // grid and lose on a grid of one or two waves. heads or sm_count 0: the grid is unknown, so
 // hopper_split_block_m. Wide tiles (d=64; with the mask below kHopperTallMinSq rows) win where
 // their weighted waves are fewer still.
@@ -116,17 +120,29 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
   if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !(tall_exists || wide_exists))
     return sequences ? kHopperBaseRows : hopper_split_block_m(head_dim, sq, causal, sk);
   const long long pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);
-  const long long base_tiles = heads * ((sq + kHopperBaseRows - 1) / kHopperBaseRows);
-  const long long tall_tiles = heads * ((sq + kHopperTallRows - 1) / kHopperTallRows);
   // Long causal calls hand their tiles to the SMs longest first as SMs free up (the grouped
   // order of core/tile_order.h: tall tiles drawn from a counter, base tiles launched a block
-  // each): their time follows the tiles' total cost, not whole waves, so base and tall tiles
-  // compare by rows (waves over one SM). Measured +6-10% on tall tiles at 16-32 heads of 4k-8k
-  // rows, d=128.
-  const bool by_rows = causal && !hopper_persistent(sk) && !wide_exists;
-  const long long slots = by_rows ? 1 : sm_count;
-  const long long base_waves = (base_tiles + slots - 1) / slots;
-  const long long tall_waves = (tall_tiles + slots - 1) / slots;
+  // each): base and tall tiles compare by that order's modelled time
+  // (causal_longest_first_time), not by whole waves. Measured on an H100 (tall over base
+  // speed): d=128 1.08-1.14x on 16-64 heads of 4k-16k rows, d=96 1.11x, d=64 1.2-1.4x; 0.77x on
+  // 4 heads of 8192 rows at d=128 and 0.97-0.98x on chunks of 2048 queries against 8k-16k keys,
+  // where the model picks base tiles. The model favours base tiles by 2-5% against those
+  // measurements (even at (1, 8 / 1, 8192), modelled 5% faster on base tiles), so they must end
+  // kHopperCausalBaseMarginPct earlier in it.
+  if (causal && !hopper_persistent(sk) && !wide_exists) {
+    if (!tall_exists) return kHopperBaseRows;
+    const double base_time = causal_longest_first_time(heads, sq, sk, kHopperBaseRows,
+                                                       kHopperBlockN, 100, sm_count);
+    const double tall_time =
+        causal_longest_first_time(heads, sq, sk, kHopperTallRows, hopper_tall_block_n(head_dim),
+                                  static_cast<int>(pct), sm_count);
+    return base_time * 100 < tall_time * (100 - kHopperCausalBaseMarginPct) ? kHopperBaseRows
+                                                                            : kHopperTallRows;
+  }
+  const long long base_tiles = heads * ((sq + kHopperBaseRows - 1) / kHopperBaseRows);
+  const long long tall_tiles = heads * ((sq + kHopperTallRows - 1) / kHopperTallRows);
+  const long long base_waves = (base_tiles + sm_count - 1) / sm_count;
+  const long long tall_waves = (tall_tiles + sm_count - 1) / sm_count;
   const long long base_cost = base_waves * kHopperBaseRows * 100;
   const long long tall_cost = tall_waves * kHopperTallRows * pct;
   const bool tall_wins = tall_exists && tall_cost < base_cost;

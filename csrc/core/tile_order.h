@@ -40,6 +40,59 @@ constexpr int causal_tile_group(long long units, long long kv_bytes_per_unit) {
   return static_cast<int>((units + groups - 1) / groups);
 }
 
+// The time a long causal launch takes in the model of its grouped order, which hands each SM the
+// longest tile left as it frees up: `units` of ceil(sq / block_m) query tiles, bottom-right
+// aligned against sk keys, a tile costing its rows x row_pct x the keys it walks (blocks of
+// block_n), on sm_count SMs; in units of a row over 128 keys at 100%. Longest first, a grid of
+// few tiles ends with its longest ones: on 4 heads of 8192 rows at d=128 the 43 tall tiles of
+// a head finish 30% after its 64 base tiles, though tall tiles cost less per row. Beyond
+// kCausalModelMaxTiles tiles (or kCausalModelMaxSms SMs) the total over the SMs stands for it:
+// longest first ends within one short tile of that.
+constexpr long long kCausalModelMaxTiles = 16384;
+constexpr int kCausalModelMaxSms = 1024;
+constexpr double causal_longest_first_time(long long units, long long sq, long long sk,
+                                           int block_m, int block_n, int row_pct,
+                                           int sm_count) {
+  const long long m_blocks = (sq + block_m - 1) / block_m;
+  // Query tile m's cost (its rows see keys up to their own plus sk - sq): non-decreasing in m.
+  const auto cost = [&](long long m) {
+    const long long rows_end = m * block_m + block_m < sq ? m * block_m + block_m : sq;
+    long long keys = rows_end + (sk - sq);
+    keys = keys < 0 ? 0 : keys > sk ? sk : keys;
+    const long long walked = (keys + block_n - 1) / block_n * block_n;
+    return static_cast<double>(block_m) * row_pct / 100.0 * walked / 128.0;
+  };
+  if (units <= 0 || sm_count <= 0) return 0.0;
+  if (units * m_blocks > kCausalModelMaxTiles || sm_count > kCausalModelMaxSms) {
+    double total = 0.0;
+    for (long long m = 0; m < m_blocks; ++m) total += cost(m) * static_cast<double>(units);
+    return total / sm_count;
+  }
+  // The SMs' finishing times as a min-heap; each tile, longest first, goes to the first free.
+  double ends[kCausalModelMaxSms] = {};
+  for (long long m = m_blocks - 1; m >= 0; --m) {
+    const double c = cost(m);
+    for (long long u = 0; u < units; ++u) {
+      ends[0] += c;
+      int i = 0;
+      for (;;) {  // sift the root down
+        const int l = 2 * i + 1, r = l + 1;
+        int least = i;
+        if (l < sm_count && ends[l] < ends[least]) least = l;
+        if (r < sm_count && ends[r] < ends[least]) least = r;
+        if (least == i) break;
+        const double t = ends[i];
+        ends[i] = ends[least];
+        ends[least] = t;
+        i = least;
+      }
+    }
+  }
+  double last = 0.0;
+  for (int s = 0; s < sm_count; ++s) last = ends[s] > last ? ends[s] : last;
+  return last;
+}
+
 // The grouped order of units * m_blocks tiles in groups of G units, the last group holding the
 // rest (units % G) where G does not divide units:
 // tile = (unit / G) * G * m_blocks + x * g + unit % G, g = the units of unit's group.

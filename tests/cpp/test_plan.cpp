@@ -106,14 +106,31 @@ TEST(Plan, TallD96TilesWalk144KeyBlocksWithoutATailSplit) {
   EXPECT_EQ(split.tiles.block_n, kHopperBlockN);
 }
 
-TEST(Plan, CausalCallsLaunchedABlockPerTileChooseTheirHeightByRows) {
+TEST(Plan, LongCausalCallsChooseTheirHeightByTheirLongestFirstTime) {
   // 32 heads of 4097 rows: 1056 base tiles are 8 waves of 132 SMs and 704 tall ones 6, which
-  // weighed by waves favours base tiles; launched a block per tile, longest first, the tiles'
-  // rows decide, and tall tiles cost less per row.
+  // weighed by waves favours base tiles; handed out longest first, tall tiles, which cost less
+  // per row, end first.
   const AttnProblem p = problem(1, 32, 8, 4097, 4097, 128, true);
   ASSERT_FALSE(hopper_persistent(p.sk));
   EXPECT_LT(8 * kHopperBaseRows * 100, 6 * kHopperTallRows * kHopperTallPctD128);  // by waves
   EXPECT_EQ(plan_of(p, 1).tiles.block_m, kHopperTallRows);
+  // 4 heads of 8192 rows: a head's longest tall tile (64 key blocks of 192 rows) outlasts the
+  // rest of the grid, so base tiles end first; so do chunks of equal tiles that fill whole waves
+  // of base tiles (1024 base tiles in 7.8 rounds against 704 tall ones in 5.3).
+  EXPECT_EQ(plan_of(problem(1, 4, 4, 8192, 8192, 128, true), 1).tiles.block_m, kHopperBaseRows);
+  EXPECT_EQ(plan_of(problem(1, 64, 8, 2048, 16384, 128, true), 1).tiles.block_m,
+            kHopperBaseRows);
+  EXPECT_EQ(plan_of(problem(1, 16, 16, 16384, 16384, 128, true), 1).tiles.block_m,
+            kHopperTallRows);
+  // 34 heads of 1536 rows against 4224 keys at d=64: base tiles end 0.3% earlier in the model,
+  // within kHopperCausalBaseMarginPct, so the tall ones run.
+  const AttnProblem close = problem(2, 17, 17, 1536, 4224, 64, true);
+  const double base = causal_longest_first_time(34, 1536, 4224, kHopperBaseRows, 128, 100, 132);
+  const double tall = causal_longest_first_time(34, 1536, 4224, kHopperTallRows, 128,
+                                                kHopperTallPctCausalLong, 132);
+  EXPECT_LT(base, tall);
+  EXPECT_GT(base * 100, tall * (100 - kHopperCausalBaseMarginPct));
+  EXPECT_EQ(plan_of(close, 1).tiles.block_m, kHopperTallRows);
 }
 
 TEST(Plan, ChunkedPrefillRunsPersistentAtAnyLength) {

@@ -22,6 +22,23 @@ TEST(TileOrder, GroupsHoldUpTo32MBOfKeysAndValues) {
   EXPECT_EQ(causal_tile_group(7, 0), 7);
 }
 
+TEST(TileOrder, LongestFirstTimeOfCausalTiles) {
+  // One unit of 4 query tiles of 128 rows over 512 keys: tiles walk 1, 2, 3 and 4 key blocks of
+  // 128 (128 rows each at 100%: 128 per block).
+  EXPECT_DOUBLE_EQ(causal_longest_first_time(1, 512, 512, 128, 128, 100, 1), 128.0 * 10);
+  EXPECT_DOUBLE_EQ(causal_longest_first_time(1, 512, 512, 128, 128, 100, 4), 128.0 * 4);
+  // Two SMs: 4 to the first, 3 to the second, then 2 to the second and 1 to the first.
+  EXPECT_DOUBLE_EQ(causal_longest_first_time(1, 512, 512, 128, 128, 100, 2), 128.0 * 5);
+  // Bottom-right aligned: 128 queries against 512 keys walk all 4 blocks; rows at 93%.
+  EXPECT_DOUBLE_EQ(causal_longest_first_time(3, 128, 512, 128, 128, 93, 2), 2 * 128 * 0.93 * 4);
+  // Blocks of 144 keys: 512 keys walk 4 of them (576 keys).
+  EXPECT_DOUBLE_EQ(causal_longest_first_time(1, 128, 512, 128, 144, 100, 1), 576.0);
+  // Past kCausalModelMaxTiles tiles, the total over the SMs.
+  const long long units = kCausalModelMaxTiles;  // x 2 query tiles
+  EXPECT_DOUBLE_EQ(causal_longest_first_time(units, 256, 256, 128, 128, 100, 128),
+                   units * 128.0 * 3 / 128);
+}
+
 TEST(TileOrder, GroupsAreAsEvenAsTheyGo) {
   constexpr long long kMB = 1 << 20;
   // 128 units of which 127 fit a group: two groups of 64, not 127 and 1.
