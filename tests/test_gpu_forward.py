@@ -105,10 +105,11 @@ def test_forward_honours_any_finite_softmax_scale(request, d, causal, scale, sq,
 # rows. 256 rows (four consumers, 64-key blocks; d=64 without the mask) also for 256 heads of
 # 512 rows (4 rounds of 256 against 6 of 192) and of 1000 rows against 1100 keys (a part-padded
 # fourth consumer, a part-masked last key block), and 264 heads of 440 rows (the last tile's
-# fourth consumer all padding). 34 causal heads
-# of 1536 rows at d=64 (408 tiles of 128, four rounds, or 272 of 192, three) run 192 rows
-# unsplit only over more than 4096 keys, where a tall row weighs 88% instead of 95%. Causal
-# tiles whose consumers run side by side rotate the consumers' row slices from tile to tile:
+# fourth consumer all padding). 34 causal heads of 1536 rows at d=64 (408 tiles of 128 or 272
+# of 192) run 128 rows over 4096 keys (persistent, by waves: four of 128-row tiles weigh less
+# than three of 192-row ones at 95% a row) and 192 over 4224 (longest first: base tiles end
+# only 0.3% earlier in causal_longest_first_time, within the 3% they need). Causal tiles
+# whose consumers run side by side rotate the consumers' row slices from tile to tile:
 # 256 causal heads of 1000 rows at d=64 run 256 rows (8 tiles per SM, a part-padded last
 # tile against 1100 keys), 96 causal heads of 2000 rows 192 rows (8 per SM; the last tile's
 # third consumer sees only padding), at d=64 over 2300 keys and at d=128; and with fewer keys
