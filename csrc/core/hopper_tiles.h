@@ -15,7 +15,9 @@ constexpr int kHopperBlockN = 128;
 // Whether the Hopper kernel runs persistent (one block per SM walking the tiles, the next
 // tile's loads overlapping the current tile's epilogue) or one block per tile. Persistent pays
 // where tiles are short; on long causal tiles a static assignment drifts out of step and the
-// K/V of many heads crowd L2, so long tiles use the hardware's block scheduling.
+// K/V of many heads crowd L2, so long tiles use the hardware's block scheduling, except causal
+// tiles of consumers side by side, which draw their tiles from a counter in the grouped order
+// at any length (draws_tiles_from_counter in core/plan.cpp).
 constexpr int kHopperPersistentMaxKeyBlocks = 32;
 constexpr bool hopper_persistent(long long sk) {
   return (sk + kHopperBlockN - 1) / kHopperBlockN <= kHopperPersistentMaxKeyBlocks;
@@ -101,8 +103,9 @@ constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal, long
 // The tile height a call runs with num_splits = G. Split calls: hopper_split_block_m. Unsplit
 // calls on a grid of heads = b * h query heads: the height whose waves over sm_count SMs,
 // weighted by a row's cost, weigh less (tall waves * 192 * pct < base waves * 128 * 100) where
-// tall tiles exist; long causal calls compare the modelled time of their longest-first order. A row-count rule alone cannot do this: tall tiles win per row on a full
-// grid and lose on a grid of one or two waves. heads or sm_count 0: the grid is unknown, so
+// tall tiles exist; long causal calls compare the modelled time of their longest-first order.
+// A row-count rule alone cannot do this: tall tiles win per row on a full grid and lose on a
+// grid of one or two waves. heads or sm_count 0: the grid is unknown, so
 // hopper_split_block_m. Wide tiles (d=64; with the mask below kHopperTallMinSq rows) win where
 // their weighted waves are fewer still.
 // Sequences of their own lengths (varlen, contiguous kv caches): their split calls run base

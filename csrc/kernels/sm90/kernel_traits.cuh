@@ -126,8 +126,8 @@ struct FwdKernelTraits {
   // head) in groups, each group's query tiles longest first (one unit per group: head-major).
   // Launches of a block per tile hand them to the SMs in that order, as blocks free up.
   static constexpr bool kGroupedOrder = Causal && !TailPass;
-  // Those of consumers side by side (192 and 256 rows) are drawn from a counter where the
-  // launch is persistent (measured +7-12% at 2048-4096 rows). The persistent ping-pong kernels
+  // Those of consumers side by side (192 and 256 rows) are drawn from a counter by a persistent
+  // launch, at any length (measured +7-12% at 2048-4096 rows). The persistent ping-pong kernels
   // keep the head-major static walk: there the counter measured even to 2.5% slower.
   static constexpr bool kGroupedWalk = kGroupedOrder && !Tiles::kOverlap;
   // The order a tile's key blocks are walked in: last first, so masking (the keys past sk, the
