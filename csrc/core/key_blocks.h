@@ -39,7 +39,7 @@ struct KeyBlockRange {
 
 // Number of key blocks a query tile [m_begin, m_end) can see. Returns 0 when no row of the tile
 // sees a key.
-FS_HOST_DEVICE inline int visible_key_blocks(int m_end, int sq, int sk, int block_n, bool causal) {
+FS_HOST_DEVICE constexpr int visible_key_blocks(int m_end, int sq, int sk, int block_n, bool causal) {
   int n_blocks = (sk + block_n - 1) / block_n;
   if (!causal) return n_blocks;
   long long last_key = static_cast<long long>(m_end) - 1 + sk - sq;  // last key row m_end-1 sees

@@ -119,16 +119,16 @@ int causal_group_for(const AttnProblem& p, const TileConfig& tiles, int num_spli
 
 void plan_hopper_walk(const AttnProblem& p, const DeviceInfo& device, const PlanOptions& options,
                       LaunchPlan& plan) {
+  plan.tile_counter = draws_tiles_from_counter(plan.gate.family, p, plan.tiles);
   plan.persistent = device.sm_count > 0 && (hopper_persistent(p.sk) ||
-                                             hopper_persistent_chunk(p.sq, p.sk, p.causal));
+                                             hopper_persistent_chunk(p.sq, p.sk, p.causal) ||
+                                             plan.tile_counter);
   if (options.allow_tail_split) {
     plan.tail = tail_split_for_run(plan.gate.family, p, plan.tiles, device.sm_count,
                                    plan.num_splits);
   }
   plan.carry = carry_across_tiles_for_run(plan.gate.family, p, plan.tiles);
   plan.rotate_rounds = rotates_rounds_for_run(plan.gate.family, p, plan.tiles, plan.num_splits);
-  plan.tile_counter = draws_tiles_from_counter(plan.gate.family, p, plan.tiles);
-  plan.persistent = plan.persistent || (device.sm_count > 0 && plan.tile_counter);
   plan.tile_group = causal_group_for(p, plan.tiles, plan.num_splits, plan.persistent);
   const long long tiles = plan.tiles_per_split * plan.num_splits;
   const long long main_tiles = plan.tail.active() ? plan.tail.main_tiles : tiles;

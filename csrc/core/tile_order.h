@@ -16,6 +16,7 @@
 
 #include "core/fast_divmod.h"
 #include "core/host_device.h"
+#include "core/key_blocks.h"
 
 namespace flashsplit {
 
@@ -54,13 +55,12 @@ constexpr double causal_longest_first_time(long long units, long long sq, long l
                                            int block_m, int block_n, int row_pct,
                                            int sm_count) {
   const long long m_blocks = (sq + block_m - 1) / block_m;
-  // Query tile m's cost (its rows see keys up to their own plus sk - sq): non-decreasing in m.
+  // Query tile m's cost (the key blocks its rows see): non-decreasing in m.
   const auto cost = [&](long long m) {
     const long long rows_end = m * block_m + block_m < sq ? m * block_m + block_m : sq;
-    long long keys = rows_end + (sk - sq);
-    keys = keys < 0 ? 0 : keys > sk ? sk : keys;
-    const long long walked = (keys + block_n - 1) / block_n * block_n;
-    return static_cast<double>(block_m) * row_pct / 100.0 * walked / 128.0;
+    const int blocks = visible_key_blocks(static_cast<int>(rows_end), static_cast<int>(sq),
+                                          static_cast<int>(sk), block_n, true);
+    return static_cast<double>(block_m) * row_pct / 100.0 * blocks * block_n / 128.0;
   };
   if (units <= 0 || sm_count <= 0) return 0.0;
   if (units * m_blocks > kCausalModelMaxTiles || sm_count > kCausalModelMaxSms) {
