@@ -1,7 +1,8 @@
 // The Hopper forward's epilogues: normalise a consumer's finished rows, then write either
 //   - the output (direct, G = 1): each warp stages its 16 rows in shared memory by stmatrix and
 //     stores them with TMA, so the consumer goes on to its next tile instead of issuing D/4
-//     narrow global stores per row;
+//     narrow global stores per row; where the shared memory has no room for staging (d=96,
+//     from d=192), a quad's lanes swap their columns so that each stores 16 bytes at a time;
 //   - or this split's fp32 partial and LSE_g (G >= 2), as the portable kernel writes them
 //     (write_output_row in kernels/fwd_common.cuh), so the combine kernel is shared;
 //   - in the tail kernel, a piece of a tile cut into parts writes its unnormalised partial, and
@@ -112,45 +113,79 @@ struct FwdEpilogue {
     }
   }
 
-  // G >= 2: this split's fp32 partial and LSE_g, row by row.
+  // G >= 2: this split's fp32 partial and LSE_g, this thread's two rows from registers
+  // (write_output_row).
   __device__ __forceinline__ void write_partial(const FinishedRows& f, bool no_keys,
                                                 const float (&o)[kHeadDimV / 2]) const {
-    write_rows<true>(f, no_keys, o, f.row_max, f.row_sum);
-  }
-
-  // This thread's two rows stored from registers (write_output_row): the split's partial and
-  // LSE_g (Split), or the output and lse.
-  template <bool Split>
-  __device__ __forceinline__ void write_rows(const FinishedRows& f, bool no_keys,
-                                             const float (&o)[kHeadDimV / 2],
-                                             const float (&row_max)[2],
-                                             const float (&row_sum)[2]) const {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float sum = no_keys ? 0.f : quad_sum(row_sum[r]);
+      const float sum = no_keys ? 0.f : quad_sum(f.row_sum[r]);
       const int row = f.row0 + 8 * r;
       if (row >= rows_end(f)) continue;  // a padding row
       const RowPlace at = place_of(f, row);
-      write_output_row<Elem, kHeadDimV, Split>(
-          p, f.batch, at.head, first_row_of(f) + at.query, f.split, row_max[r], scale_log2, sum,
-          th.quad_col,
-          [&](int j) {
+      write_output_row<Elem, kHeadDimV, true>(
+          p, f.batch, at.head, first_row_of(f) + at.query, f.split, f.row_max[r], scale_log2,
+          sum, th.quad_col, [&](int j) {
             return no_keys ? make_float2(0.f, 0.f)
                            : make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]);
           });
     }
   }
 
+  // G = 1 without staging (d=96 and from d=192: kStagedOutput): this thread's two rows from
+  // registers, a 16-byte store per 8-column block. In the wgmma layout a quad's four lanes hold
+  // a row's 8-column block two columns each; four blocks at a time they swap their packed pairs
+  // (quad_transpose), so that lane q holds all of block 4g + q. A row then takes D / 32 stores
+  // per lane instead of D / 8 of 4 bytes, and as every store instruction touches 8 rows' lines
+  // whatever its width, the memory pipe takes a quarter of the requests. The consumers issue
+  // them before their next tile's first S = Q K^T: with 4-byte stores these calls ran 2-18%
+  // slower from 512 to 4096 keys (the most at 512).
+  __device__ __forceinline__ void write_rows_unstaged(const FinishedRows& f, bool no_keys,
+                                                      const float (&o)[kHeadDimV / 2],
+                                                      const float (&fin_max)[2],
+                                                      const float (&fin_sum)[2]) const {
+    static_assert(kHeadDimV % 32 == 0, "whole groups of four 8-column blocks");
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float sum = no_keys ? 0.f : quad_sum(fin_sum[r]);
+      const FinishedRowScale scale = finished_row_scale(fin_max[r], scale_log2, sum);
+      const int row = f.row0 + 8 * r;
+      const bool real = row < rows_end(f);  // not a padding row (every lane shuffles)
+      const RowPlace at = place_of(f, real ? row : 0);
+      const int query = first_row_of(f) + at.query;
+      if (real && th.quad_col == 0)
+        p.lse[(static_cast<int64_t>(f.batch) * p.h + at.head) * p.sq + query] = scale.lse;
+      Elem* const dst = static_cast<Elem*>(p.out) + f.batch * p.o_batch_stride +
+                        static_cast<int64_t>(query) * p.o_row_stride +
+                        at.head * p.o_head_stride;
+#pragma unroll
+      for (int g = 0; g < kHeadDimV / 32; ++g) {
+        uint32_t pairs[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int block = 4 * g + k;
+          pairs[k] = no_keys ? 0u
+                             : pack2<Elem>(o[4 * block + 2 * r] * scale.inv,
+                                           o[4 * block + 2 * r + 1] * scale.inv);
+        }
+        quad_transpose(pairs, th.quad_col);
+        if (real)
+          *reinterpret_cast<uint4*>(dst + (4 * g + th.quad_col) * 8) =
+              make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+      }
+    }
+  }
+
   // G = 1: lse, then the warp's 16 rows staged and stored with TMA (from d=192 and at d=96,
-  // without staging: stored from registers, as the split path stores its partials). A box
-  // stops only at the end of out, not at a sequence's last row: where a sequence ends inside
-  // the warp's rows, the rows it holds are stored one box row each (store_sequence_rows); the
-  // tiles packing a group's heads copy their rows out to each row's query and head.
+  // without staging: write_rows_unstaged). A box stops only at the end of out, not at a
+  // sequence's last row: where a sequence ends inside the warp's rows, the rows it holds are
+  // stored one box row each (store_sequence_rows); the tiles packing a group's heads copy their
+  // rows out to each row's query and head.
   __device__ __forceinline__ void write_direct(const FinishedRows& f, bool no_keys,
                                                const float (&o)[kHeadDimV / 2],
                                                const float (&fin_max)[2],
                                                const float (&fin_sum)[2]) const {
-    if constexpr (!Kt::kStagedOutput) return write_rows<false>(f, no_keys, o, fin_max, fin_sum);
+    if constexpr (!Kt::kStagedOutput) return write_rows_unstaged(f, no_keys, o, fin_max, fin_sum);
     // The warp's previous store must have read its staging rows before they are rewritten.
     if (th.lane == 0) bulk_wait_group_read<0>();
     __syncwarp();

@@ -249,5 +249,28 @@ __device__ __forceinline__ uint64_t desc_mn_major(uint32_t addr, uint32_t slab_b
   return smem_desc<RowBytes>(addr, slab_bytes, 8 * RowBytes);
 }
 
+// Transposes the 4 x 4 matrix of 32-bit words a quad's lanes hold a row of each: lane q's
+// x[k] becomes lane k's x[q]. The 2 x 2 blocks off the diagonal swap between lanes q and q ^ 2,
+// then the words off each block's diagonal between lanes q and q ^ 1: two shuffles each. Every
+// lane of the warp takes part.
+__device__ __forceinline__ void quad_transpose(uint32_t (&x)[4], int quad_col) {
+  const bool upper = quad_col & 2;
+  uint32_t a = __shfl_xor_sync(0xffffffffu, upper ? x[0] : x[2], 2);
+  uint32_t b = __shfl_xor_sync(0xffffffffu, upper ? x[1] : x[3], 2);
+  if (upper) {
+    x[0] = a, x[1] = b;
+  } else {
+    x[2] = a, x[3] = b;
+  }
+  const bool odd = quad_col & 1;
+  a = __shfl_xor_sync(0xffffffffu, odd ? x[0] : x[1], 1);
+  b = __shfl_xor_sync(0xffffffffu, odd ? x[2] : x[3], 1);
+  if (odd) {
+    x[0] = a, x[2] = b;
+  } else {
+    x[1] = a, x[3] = b;
+  }
+}
+
 }  // namespace sm90
 }  // namespace flashsplit

@@ -52,7 +52,7 @@ struct HopperTiles {
   static constexpr int kTileBytesV = kSlabsV * kSlabBytesKV;
   // Output staging (direct epilogue): per consumer, D/64 slabs of 64 rows x 128 B. From d=192
   // the shared memory holds no staging beside Q and the ring, and d=96 is not whole slabs: the
-  // rows are stored from registers (FwdEpilogue::write_direct).
+  // rows are stored from registers (FwdEpilogue::write_rows_unstaged).
   static constexpr int kSlabBytesO = 64 * 128;
   static constexpr bool kStagedOutput = D <= 128 && DV == D && kSlabCols == 64;
   // Q buffers: with two, the producer loads the next tile's Q (and then its K, V) while this
