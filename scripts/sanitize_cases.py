@@ -99,6 +99,10 @@ MEMCHECK_CASES = [
     # a full round and one of 28.
     Case("fp16-d128-causal-G1-hopper128-backward-last-round", "fp16", 128, True, 2, 512, 512, 20,
          20, 1, "contiguous", 128),
+    # d=128 causal ping-pong tiles over more than 32 key blocks: their own instance, which takes
+    # probabilities at the running max (hopper_causal_running_max).
+    Case("bf16-d128-causal-G1-hopper128-running-max", "bf16", 128, True, 1, 300, 4200, 2, 2, 1,
+         "contiguous", 128),
     # Head dims 96 (32-column slabs, 128- and 192-row tiles), 192 and 256 (112- and 80-key
     # blocks, stores from registers), v's 128 beside 192, and their portable decode tiles.
     Case("bf16-d96-causal-G3-hopper128", "bf16", 96, True, 1, 300, 500, 4, 2, 3, "contiguous",
@@ -163,6 +167,8 @@ RACECHECK_CASES = [
     Case("race-fp16-d128-decode-G2-narrow", "fp16", 128, False, 1, 1, 150, 4, 2, 2,
          "contiguous"),
     Case("race-bf16-d96-causal-G1-hopper", "bf16", 96, True, 1, 200, 300, 2, 2, 1, "contiguous"),
+    Case("race-fp16-d128-causal-G1-hopper-running-max", "fp16", 128, True, 1, 130, 4200, 1, 1, 1,
+         "contiguous", 128),
     Case("race-fp16-d256-G2-hopper", "fp16", 256, False, 1, 130, 300, 2, 2, 2, "contiguous"),
     Case("race-bf16-d128-causal-G1-varlen-hopper", "bf16", 128, True, 3, 200, 300, 2, 2, 1,
          "varlen", 128),

@@ -22,7 +22,7 @@ SHAPES = [
     (32, 32, 32, 512, 512, 64, False, 1, "256-row tiles"),
     (16, 16, 16, 1024, 1024, 128, True, 0, "ping-pong tiles carrying S"),
     (4, 32, 32, 4096, 4096, 64, True, 1, "causal tiles drawn from a counter in groups"),
-    (1, 8, 8, 8192, 8192, 128, True, 0, "one block per tile"),
+    (1, 8, 8, 8192, 8192, 128, True, 0, "one block per tile and running max"),
     (1, 16, 16, 128, 65535, 64, False, 0, "split prefill and the combine"),
     (8, 32, 8, 1, 16384, 128, False, 0, "decode on the narrow portable tile"),
     (2, 32, 8, 40, 3000, 64, True, 3, "GQA rows packed in Hopper tiles, forced split"),
@@ -84,7 +84,7 @@ def test_the_shapes_cover_every_walk(request):
         seen.add((plan["kernel"], details["block_m"]))
         if details["packs_heads"]:
             seen.add(("packs_heads", plan["kernel"]))
-        for key in ("carry", "rotate_rounds", "tile_counter", "persistent"):
+        for key in ("carry", "rotate_rounds", "tile_counter", "persistent", "running_max"):
             if details[key]:
                 seen.add(key)
         if details["tail_tiles"]:
@@ -95,7 +95,7 @@ def test_the_shapes_cover_every_walk(request):
             seen.add("one block per tile")
     expected = {("hopper_wgmma", 128), ("hopper_wgmma", 192), ("hopper_wgmma", 256),
                 ("portable_mma", 16), ("portable_mma", 128), "carry", "rotate_rounds",
-                "tile_counter", "persistent", "tail", ("split", "hopper_wgmma"),
+                "tile_counter", "persistent", "running_max", "tail", ("split", "hopper_wgmma"),
                 ("split", "portable_mma"), "one block per tile", ("packs_heads", "hopper_wgmma"),
                 ("packs_heads", "portable_mma")}
     assert expected <= seen, expected - seen

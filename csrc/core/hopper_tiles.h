@@ -42,6 +42,17 @@ constexpr bool hopper_carry_across_tiles(int head_dim, bool causal) {
   return head_dim == 128 ? causal : head_dim < 128;
 }
 
+// Whether causal 128-row ping-pong tiles take each key block's probabilities at the row's
+// running max (OnlineSoftmax::at_running_max), as tiles without the mask do, instead of taking
+// the block's max first: at d=128 over more than kHopperPersistentMaxKeyBlocks key blocks,
+// where most of a tile's blocks are neither its first nor masked. Measured on an H100: 6-10%
+// faster on 4-8 heads of 8k keys and on chunks of 512-2048 queries against 6k-16k keys; on short
+// tiles, most of whose blocks are their first or masked, 3-4% slower (512 rows). Unsplit calls
+// of dense heads run it, as an instance of their own (LaunchPlan::running_max).
+constexpr bool hopper_causal_running_max(int head_dim, bool causal, long long sk) {
+  return causal && head_dim == 128 && !hopper_persistent(sk);
+}
+
 // Rows per block of the Hopper kernel: 128 (two consumer warpgroups in ping-pong), 192 (three
 // side by side: faster per row, coarser steps over the SMs) and, for unsplit d=64 calls, 256
 // (four consumers over 64-key blocks: at 128 keys a consumer would need more registers than a

@@ -78,6 +78,13 @@ bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& p,
          hopper_carry_across_tiles(static_cast<int>(p.d), p.causal);
 }
 
+bool takes_running_max_for_run(KernelFamily family, const AttnProblem& p,
+                               const TileConfig& tiles, int num_splits, bool sequences) {
+  return family == KernelFamily::kHopperWgmma && tiles.block_m == kHopperBaseRows &&
+         !tiles.packs_heads && num_splits == 1 && !sequences &&
+         hopper_causal_running_max(static_cast<int>(p.d), p.causal, p.sk);
+}
+
 bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,
                             int num_splits) {
   return family == KernelFamily::kHopperWgmma && hopper_persistent(p.sk) &&
@@ -130,6 +137,8 @@ void plan_hopper_walk(const AttnProblem& p, const DeviceInfo& device, const Plan
   plan.carry = carry_across_tiles_for_run(plan.gate.family, p, plan.tiles);
   plan.rotate_rounds = rotates_rounds_for_run(plan.gate.family, p, plan.tiles, plan.num_splits);
   plan.tile_group = causal_group_for(p, plan.tiles, plan.num_splits, plan.persistent);
+  plan.running_max =
+      takes_running_max_for_run(plan.gate.family, p, plan.tiles, plan.num_splits, plan.sequences);
   const long long tiles = plan.tiles_per_split * plan.num_splits;
   const long long main_tiles = plan.tail.active() ? plan.tail.main_tiles : tiles;
   plan.forward_grid.x = plan.persistent ? std::min<long long>(main_tiles, device.sm_count)

@@ -40,6 +40,8 @@ struct LaunchPlan {
   bool rotate_rounds = false;  // rounds' tiles rotated among blocks (hopper_rotate_rounds)
   bool tile_counter = false;   // tiles drawn from a counter the caller provides (tile_order.h)
   int tile_group = 0;          // units (split, batch, head) per group of the tile order (Hopper)
+  // Causal ping-pong tiles take probabilities at the running max (hopper_causal_running_max).
+  bool running_max = false;
   TailSplit tail;              // the last round spread over every SM (tail_split.h), if active
   // Launches: the forward kernel (its main tiles where a tail split follows), the tail split's
   // pieces, and the combine (G >= 2) with its lanes per row (combine_math.h).
@@ -57,7 +59,7 @@ struct LaunchRecord {
   KernelFamily family = KernelFamily::kNone;
   int block_m = 0, block_n = 0, num_splits = 0;
   bool packs_heads = false;  // the Hopper instance whose tiles pack a GQA group's heads
-  bool carry = false, rotate_rounds = false, tile_counter = false;
+  bool carry = false, rotate_rounds = false, tile_counter = false, running_max = false;
   int tile_group = 0, tail_tiles = 0, tail_parts = 0;
   LaunchGrid forward_grid, tail_grid, combine_grid;
   int combine_lanes = 0;
@@ -104,6 +106,11 @@ TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& problem,
 // ping-pong tiles carry at all.
 bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& problem,
                                 const TileConfig& tiles);
+
+// Whether a Hopper call's causal 128-row tiles take probabilities at the running max: unsplit
+// calls of dense heads whose keys are long at d=128 (hopper_causal_running_max).
+bool takes_running_max_for_run(KernelFamily family, const AttnProblem& problem,
+                               const TileConfig& tiles, int num_splits, bool sequences);
 
 // Whether a call of num_splits splits on `tiles` rotates each round's tiles among its blocks:
 // only persistent Hopper launches walk rounds at all.

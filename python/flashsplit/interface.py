@@ -107,7 +107,8 @@ def explain(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_siz
     reference path): the tile shape (block_m, block_n; packs_heads, whether a tile's rows hold a
     GQA group's query heads; split_block_n, the keys per block of the
     tiles calls with G >= 2 run, which clamp G), grid_blocks (thread blocks per split) and
-    blocks_per_sm, the Hopper walk (persistent, carry, rotate_rounds, tile_counter, tile_group),
+    blocks_per_sm, the Hopper walk (persistent, carry, rotate_rounds, tile_counter, tile_group)
+    and softmax (running_max: causal tiles take probabilities at the running max),
     the tail split (tail_tiles, tail_parts) and the launches (forward_grid, tail_grid,
     combine_grid as (x, y, z) blocks, combine_lanes). It is the plan the native forward runs. Same
     validation (and the same errors) as flash_attn_func; strict does not raise here.

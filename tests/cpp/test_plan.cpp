@@ -61,6 +61,8 @@ TEST(Plan, HopperFieldsAreTheRulesAnswers) {
           EXPECT_EQ(plan.carry, carry_across_tiles_for_run(plan.gate.family, p, tiles));
           EXPECT_EQ(plan.rotate_rounds, rotates_rounds_for_run(plan.gate.family, p, tiles, g));
           EXPECT_EQ(plan.tile_counter, draws_tiles_from_counter(plan.gate.family, p, tiles));
+          EXPECT_EQ(plan.running_max,
+                    takes_running_max_for_run(plan.gate.family, p, tiles, g, false));
           const TailSplit tail = tail_split_for_run(plan.gate.family, p, tiles, 132, g);
           EXPECT_EQ(plan.tail.tail_tiles, tail.tail_tiles);
           EXPECT_EQ(plan.tail.main_tiles, tail.main_tiles);
@@ -192,6 +194,37 @@ TEST(Plan, CausalPingPongTilesLaunchedABlockPerTileRunInKvGroups) {
   ASSERT_EQ(persistent.tiles.block_m, kHopperBaseRows);
   ASSERT_TRUE(persistent.persistent);
   EXPECT_EQ(persistent.tile_group, 1);
+}
+
+TEST(Plan, LongCausalPingPongTilesTakeProbabilitiesAtTheRunningMax) {
+  // d=128 causal tiles of 128 rows over more than 32 key blocks, unsplit: the ping-pong
+  // instance that takes probabilities at the running max.
+  const LaunchPlan chunk = plan_of(problem(1, 64, 8, 2048, 16384, 128, true));
+  ASSERT_EQ(chunk.tiles.block_m, kHopperBaseRows);
+  ASSERT_EQ(chunk.num_splits, 1);
+  EXPECT_TRUE(chunk.running_max);
+  const LaunchPlan few_heads = plan_of(problem(1, 8, 8, 8192, 8192, 128, true));
+  ASSERT_EQ(few_heads.tiles.block_m, kHopperBaseRows);
+  EXPECT_TRUE(few_heads.running_max);
+  // The shapes of tests/test_gpu_adversarial.py's LONG_CAUSAL, unsplit (the heuristic splits
+  // the keys of so few tiles).
+  for (int64_t sq : {640, 4700}) {
+    const LaunchPlan two_heads = plan_of(problem(1, 2, 2, sq, 4700, 128, true), 1);
+    EXPECT_EQ(two_heads.tiles.block_m, kHopperBaseRows);
+    EXPECT_TRUE(two_heads.running_max);
+  }
+  // Not over 32 key blocks or fewer, without the mask, split, at d=64, on 192-row tiles or for
+  // sequences of their own lengths.
+  EXPECT_FALSE(plan_of(problem(1, 8, 8, 4096, 4096, 128, true)).running_max);
+  EXPECT_FALSE(plan_of(problem(1, 8, 8, 8192, 8192, 128, false)).running_max);
+  EXPECT_FALSE(plan_of(problem(1, 8, 8, 8192, 8192, 128, true), 3).running_max);
+  EXPECT_FALSE(plan_of(problem(1, 8, 8, 1024, 8192, 64, true)).running_max);
+  const LaunchPlan tall = plan_of(problem(1, 32, 8, 4097, 4097, 128, true));
+  ASSERT_EQ(tall.tiles.block_m, kHopperTallRows);
+  EXPECT_FALSE(tall.running_max);
+  AttnProblem varlen = problem(1, 8, 8, 8192, 8192, 128, true);
+  varlen.per_sequence = true;
+  EXPECT_FALSE(plan_of(varlen).running_max);
 }
 
 TEST(Plan, PortableGridPacksHeadsAndSplits) {

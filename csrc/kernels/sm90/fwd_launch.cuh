@@ -138,6 +138,7 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
     record->carry = Tiles::kCarry && hp.mainloop.carry;
     record->rotate_rounds = hp.scheduler.rotate_rounds;
     record->tile_counter = hp.scheduler.tile_counter != nullptr;
+    record->running_max = Tiles::kRunningMax;
     record->tile_group = hp.scheduler.groups.by_group_units.divisor();
     record->tail_tiles = hp.scheduler.tail.tail_tiles;
     record->tail_parts = hp.scheduler.tail.max_parts;
@@ -182,6 +183,10 @@ using TallTiles = HopperTiles<D, kHopperTallRows, false, false, D == 64 ? 2 : 1,
 // S = Q K^T (LaunchPlan::carry).
 template <int D>
 using PingPongTiles = HopperTiles<D, kHopperBaseRows, true, true, 2, true>;
+// The same at d=128 for unsplit causal calls over long keys: probabilities at the running max
+// (LaunchPlan::running_max).
+using LongCausalTiles =
+    HopperTiles<128, kHopperBaseRows, true, true, 2, true, kHopperBlockN, 128, true>;
 // 128 rows at d=192 and 256: ping-pong tiles over hopper_large_head_block_n keys, one Q buffer
 // (so they do not carry S across tiles).
 template <int D>
@@ -256,6 +261,16 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
   } else {
     switch (block_m) {
       case kHopperBaseRows:
+        if constexpr (D == 128) {
+          if (plan.running_max) {
+            if (!params.causal || plan.num_splits != 1) {
+              throw std::logic_error(
+                  "flashsplit: the running-max tiles are for unsplit causal calls");
+            }
+            return launch_variant<Elem, D, true, false, LongCausalTiles>(params, plan, stream,
+                                                                         record);
+          }
+        }
         return launch_tiles<Elem, D, PingPongTiles<D>>(params, plan, stream, record);
       case kHopperTallRows: return launch_tiles<Elem, D, TallTiles<D>>(params, plan, stream, record);
       case kHopperWideRows:

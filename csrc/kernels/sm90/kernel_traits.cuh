@@ -12,7 +12,7 @@ namespace sm90 {
 // The shipped shapes come from hopper_tile_config; the other parameters exist so benchmarks of
 // alternatives (rows per block, overlap on or off) need no edit here.
 template <int D, int BlockM, bool Overlap, bool PingPong, int QStages, bool Carry,
-          int BlockN = kHopperBlockN, int DV = D>
+          int BlockN = kHopperBlockN, int DV = D, bool RunningMax = false>
 struct HopperTiles {
   static constexpr int kHeadDimV = DV;  // v's and O's columns (d=192 with v of 128: 128)
   static constexpr int kBlockM = BlockM;
@@ -27,6 +27,10 @@ struct HopperTiles {
                 "ping-pong alternates two overlapped consumers");
   // A tile's last P V carries the next tile's first S = Q K^T and softmax (overlap only).
   static constexpr bool kCarry = Carry;
+  // Causal ping-pong tiles over long keys: probabilities at the running max, as without the
+  // mask (hopper_causal_running_max; FwdKernelTraits::kFastProbabilities).
+  static constexpr bool kRunningMax = RunningMax;
+  static_assert(!RunningMax || PingPong, "the ping-pong tiles' instance for long causal calls");
   static_assert(!Carry || Overlap, "carrying S across tiles extends the overlapped loop");
   // The direct epilogue's row scale with the hardware reciprocal and log2 (finished_row_scale):
   // measured +2-4% on 128-row ping-pong tiles at s <= 1024 and +2% on the 256-row tiles at 512
@@ -147,7 +151,8 @@ struct FwdKernelTraits {
   static constexpr bool kRotate = Causal && !Tiles::kOverlap;
   // Probabilities at the running max (OnlineSoftmax::at_running_max): on the d=64 tiles side
   // by side, the unmasked ping-pong tiles and the masked ones from d=192 (measured 2-6% faster
-  // with the mask from 2k keys, where blocks are 112 and 80 keys). On the 192-row d=128 tiles
+  // with the mask from 2k keys, where blocks are 112 and 80 keys), and the masked d=128 ones of
+  // long causal calls (Tiles::kRunningMax). On the 192-row d=128 tiles
   // the scores kept beside P and O spilled their 160 registers: there OnlineSoftmax::with_max
   // takes the probabilities at the running max in place, and where a warp's could pass the
   // bound even after OnlineSoftmax::move_base the warpgroup computes S again
@@ -157,7 +162,7 @@ struct FwdKernelTraits {
   static constexpr bool kRecomputeScores = !Tiles::kOverlap && D == 128 && !Causal && !Split &&
                                            !TailPass;
   static constexpr bool kFastProbabilities =
-      Tiles::kOverlap ? !Causal || D > 128 : D == 64 || kRecomputeScores;
+      Tiles::kOverlap ? !Causal || D > 128 || Tiles::kRunningMax : D == 64 || kRecomputeScores;
 };
 
 // A consumer thread's place in the block: its consumer warpgroup (64 query rows each), its warp
