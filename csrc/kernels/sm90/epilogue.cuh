@@ -114,7 +114,9 @@ struct FwdEpilogue {
   }
 
   // G >= 2: this split's fp32 partial and LSE_g, this thread's two rows from registers
-  // (write_output_row).
+  // (write_output_row), a column pair per 8-byte store. (Transposed within the quad as
+  // write_rows_unstaged does, into two 16-byte stores per block: no faster on multi-token decode,
+  // 2-3% slower on split prefill.)
   __device__ __forceinline__ void write_partial(const FinishedRows& f, bool no_keys,
                                                 const float (&o)[kHeadDimV / 2]) const {
 #pragma unroll
