@@ -99,9 +99,13 @@ MEMCHECK_CASES = [
     # a full round and one of 28.
     Case("fp16-d128-causal-G1-hopper128-backward-last-round", "fp16", 128, True, 2, 512, 512, 20,
          20, 1, "contiguous", 128),
-    # d=128 causal ping-pong tiles over more than 32 key blocks: their own instance, which takes
+    # Causal ping-pong tiles over more than 32 key blocks: their own instance, which takes
     # probabilities at the running max (hopper_causal_running_max).
     Case("bf16-d128-causal-G1-hopper128-running-max", "bf16", 128, True, 1, 300, 4200, 2, 2, 1,
+         "contiguous", 128),
+    Case("fp16-d96-causal-G1-hopper128-running-max", "fp16", 96, True, 1, 200, 4200, 2, 1, 1,
+         "contiguous", 128),
+    Case("bf16-d64-causal-G1-hopper128-running-max", "bf16", 64, True, 1, 130, 4300, 2, 2, 1,
          "contiguous", 128),
     # Head dims 96 (32-column slabs, 128- and 192-row tiles), 192 and 256 (112- and 80-key
     # blocks, stores from registers), v's 128 beside 192, and their portable decode tiles.

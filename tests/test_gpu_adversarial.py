@@ -88,7 +88,7 @@ def test_tall_d128_tiles_hold_adversarial_scores_in_place(dtype, kind):
     _assert_tall_d128_accurate(q, k, v, dtype, f"{kind} tall d=128")
 
 
-# d=128 causal calls whose 128-row tiles walk more than 32 key blocks take probabilities at the
+# Causal calls whose 128-row tiles walk more than 32 key blocks take probabilities at the
 # running max (hopper_causal_running_max): a chunk of queries against longer keys, and a square
 # call on two heads (too few tiles for the 192-row ones); unsplit, as num_splits=0 would split
 # the keys of so few tiles.
@@ -98,16 +98,17 @@ LONG_CAUSAL = {"chunk": (1, 640, 4700, 2, 2), "square": (1, 4700, 4700, 2, 2)}
 @requires_hopper
 @pytest.mark.parametrize("kind", ["random", "rising", "falling", "sink"])
 @pytest.mark.parametrize("shape", list(LONG_CAUSAL))
+@pytest.mark.parametrize("d", [64, 96, 128], ids=lambda d: f"d{d}")
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_long_causal_d128_tiles_at_the_running_max_are_accurate(dtype, shape, kind):
+def test_long_causal_tiles_at_the_running_max_are_accurate(dtype, d, shape, kind):
     b, sq, sk, h, hk = LONG_CAUSAL[shape]
-    q, k, v = T.adversarial_qkv(torch, kind, b, h, hk, sq, sk, 128, dtype, seed=5)
+    q, k, v = T.adversarial_qkv(torch, kind, b, h, hk, sq, sk, d, dtype, seed=5)
     details = flashsplit.explain(q, k, v, causal=True, num_splits=1)["details"]
     assert details["block_m"] == 128 and details["running_max"], details
     high, low = naive_pair(q, k, v, causal=True)
     out, lse, _ = flashsplit.flash_attn_func(q, k, v, causal=True, num_splits=1,
                                              return_attn_probs=True, strict=True)
-    what = f"{kind} {shape} running max"
+    what = f"{kind} {shape} d={d} running max"
     assert_within_tolerance(out, high[0], low[0], dtype, what + " out")
     assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
 

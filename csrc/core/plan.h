@@ -108,7 +108,7 @@ bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& problem,
                                 const TileConfig& tiles);
 
 // Whether a Hopper call's causal 128-row tiles take probabilities at the running max: unsplit
-// calls of dense heads whose keys are long at d=128 (hopper_causal_running_max).
+// calls of dense heads over long keys (hopper_causal_running_max).
 bool takes_running_max_for_run(KernelFamily family, const AttnProblem& problem,
                                const TileConfig& tiles, int num_splits, bool sequences);
 

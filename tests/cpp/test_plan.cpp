@@ -213,12 +213,22 @@ TEST(Plan, LongCausalPingPongTilesTakeProbabilitiesAtTheRunningMax) {
     EXPECT_EQ(two_heads.tiles.block_m, kHopperBaseRows);
     EXPECT_TRUE(two_heads.running_max);
   }
-  // Not over 32 key blocks or fewer, without the mask, split, at d=64, on 192-row tiles or for
+  // At d=64 and 96 too (a build with every head dim).
+  const BuildInfo every_head_dim{true, {80, 90}, {64, 96, 128, 192, 256}, true};
+  for (int64_t d : {64, 96}) {
+    const LaunchPlan few =
+        make_launch_plan(problem(1, 4, 4, 8192, 8192, d, true), h100(), every_head_dim, {}, 0);
+    ASSERT_EQ(few.tiles.block_m, kHopperBaseRows);
+    EXPECT_TRUE(few.running_max);
+  }
+  // Not over 32 key blocks or fewer, without the mask, split, from d=192, on 192-row tiles or for
   // sequences of their own lengths.
   EXPECT_FALSE(plan_of(problem(1, 8, 8, 4096, 4096, 128, true)).running_max);
   EXPECT_FALSE(plan_of(problem(1, 8, 8, 8192, 8192, 128, false)).running_max);
   EXPECT_FALSE(plan_of(problem(1, 8, 8, 8192, 8192, 128, true), 3).running_max);
-  EXPECT_FALSE(plan_of(problem(1, 8, 8, 1024, 8192, 64, true)).running_max);
+  EXPECT_FALSE(make_launch_plan(problem(1, 8, 8, 8192, 8192, 192, true), h100(), every_head_dim,
+                                {}, 0)
+                   .running_max);
   const LaunchPlan tall = plan_of(problem(1, 32, 8, 4097, 4097, 128, true));
   ASSERT_EQ(tall.tiles.block_m, kHopperTallRows);
   EXPECT_FALSE(tall.running_max);

@@ -183,10 +183,11 @@ using TallTiles = HopperTiles<D, kHopperTallRows, false, false, D == 64 ? 2 : 1,
 // S = Q K^T (LaunchPlan::carry).
 template <int D>
 using PingPongTiles = HopperTiles<D, kHopperBaseRows, true, true, 2, true>;
-// The same at d=128 for unsplit causal calls over long keys: probabilities at the running max
+// The same for unsplit causal calls over long keys: probabilities at the running max
 // (LaunchPlan::running_max).
+template <int D>
 using LongCausalTiles =
-    HopperTiles<128, kHopperBaseRows, true, true, 2, true, kHopperBlockN, 128, true>;
+    HopperTiles<D, kHopperBaseRows, true, true, 2, true, kHopperBlockN, D, true>;
 // 128 rows at d=192 and 256: ping-pong tiles over hopper_large_head_block_n keys, one Q buffer
 // (so they do not carry S across tiles).
 template <int D>
@@ -261,15 +262,13 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
   } else {
     switch (block_m) {
       case kHopperBaseRows:
-        if constexpr (D == 128) {
-          if (plan.running_max) {
-            if (!params.causal || plan.num_splits != 1) {
-              throw std::logic_error(
-                  "flashsplit: the running-max tiles are for unsplit causal calls");
-            }
-            return launch_variant<Elem, D, true, false, LongCausalTiles>(params, plan, stream,
-                                                                         record);
+        if (plan.running_max) {
+          if (!params.causal || plan.num_splits != 1) {
+            throw std::logic_error(
+                "flashsplit: the running-max tiles are for unsplit causal calls");
           }
+          return launch_variant<Elem, D, true, false, LongCausalTiles<D>>(params, plan, stream,
+                                                                          record);
         }
         return launch_tiles<Elem, D, PingPongTiles<D>>(params, plan, stream, record);
       case kHopperTallRows: return launch_tiles<Elem, D, TallTiles<D>>(params, plan, stream, record);
