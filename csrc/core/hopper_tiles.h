@@ -46,7 +46,7 @@ constexpr bool hopper_carry_across_tiles(int head_dim, bool causal) {
 // running max (OnlineSoftmax::at_running_max), as tiles without the mask do, instead of taking
 // the block's max first: over more than kHopperPersistentMaxKeyBlocks key blocks, where most
 // of a tile's blocks are neither its first nor masked. Measured on an H100 on 4-8 heads of 8k
-// keys and on chunks of 512-2048 queries against 6k-16k keys: 5.5-6% faster at d=64, 9-10% at
+// keys and on chunks of 512-2048 queries against 6k-16k keys: 5.5-7% faster at d=64, 9-10% at
 // d=96, 6-10% at d=128; on short tiles, most of whose blocks are their first or masked, 3-4%
 // slower (512 rows). Unsplit calls of dense heads run it, as an instance of their own
 // (LaunchPlan::running_max).
