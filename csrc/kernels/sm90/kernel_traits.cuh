@@ -151,9 +151,9 @@ struct FwdKernelTraits {
   static constexpr bool kRotate = Causal && !Tiles::kOverlap;
   // Probabilities at the running max (OnlineSoftmax::at_running_max): on the d=64 tiles side
   // by side, the unmasked ping-pong tiles and the masked ones from d=192 (measured 2-6% faster
-  // with the mask from 2k keys, where blocks are 112 and 80 keys), and the masked d=128 ones of
-  // long causal calls (Tiles::kRunningMax). On the 192-row d=128 tiles
-  // the scores kept beside P and O spilled their 160 registers: there OnlineSoftmax::with_max
+  // with the mask from 2k keys, where blocks are 112 and 80 keys), and the masked ones up to
+  // d=128 of long causal calls (Tiles::kRunningMax). On the 192-row d=128 tiles the scores
+  // kept beside P and O spilled their 160 registers: there OnlineSoftmax::with_max
   // takes the probabilities at the running max in place, and where a warp's could pass the
   // bound even after OnlineSoftmax::move_base the warpgroup computes S again
   // (kRecomputeScores, the side-by-side loop). Only without the mask, where every block after a
