@@ -14,6 +14,10 @@ inline DeviceInfo mi300x() { return DeviceInfo{Vendor::kAmd, 0, 304, 64 * 1024, 
 
 // sm_80 and sm_90 kernels, the Hopper family among them.
 inline BuildInfo hopper_build() { return BuildInfo{true, {80, 90}, {64, 128}, true}; }
+// The same with every head dim the kernels have (64, 96, 128, 192, 256).
+inline BuildInfo hopper_build_every_head_dim() {
+  return BuildInfo{true, {80, 90}, {64, 96, 128, 192, 256}, true};
+}
 
 inline BuildInfo amd_build() {
   BuildInfo build;

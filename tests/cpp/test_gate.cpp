@@ -358,6 +358,7 @@ namespace flashsplit {
 namespace {
 
 using testing::hopper_build;
+using testing::hopper_build_every_head_dim;
 
 AttnProblem long_sequence_problem() {
   AttnProblem p = admitted_problem();
@@ -391,8 +392,7 @@ TEST(GateFamily, FallsBackToPortableWhenHopperIsNotPossible) {
 
 TEST(GateFamily, HeadDimsGoToTheFamiliesThatHaveThem) {
   AttnProblem p = long_sequence_problem();
-  BuildInfo build = hopper_build();
-  build.head_dims = {64, 96, 128, 192, 256};
+  const BuildInfo build = hopper_build_every_head_dim();
   for (int64_t d : {64, 96, 128, 192, 256}) {
     p.d = d;
     EXPECT_EQ(check_native(p, h100(), build).family, KernelFamily::kHopperWgmma) << d;
@@ -413,8 +413,7 @@ TEST(GateFamily, HeadDimsGoToTheFamiliesThatHaveThem) {
 
 TEST(GateFamily, VHeadDimOfItsOwnOnlyAt192With128) {
   AttnProblem p = long_sequence_problem();
-  BuildInfo build = hopper_build();
-  build.head_dims = {64, 96, 128, 192, 256};
+  const BuildInfo build = hopper_build_every_head_dim();
   p.d = 192;
   p.dv = 128;
   EXPECT_EQ(check_native(p, h100(), build).family, KernelFamily::kHopperWgmma);

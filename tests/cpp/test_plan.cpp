@@ -19,6 +19,7 @@ namespace {
 using testing::amd_build;
 using testing::h100;
 using testing::hopper_build;
+using testing::hopper_build_every_head_dim;
 using testing::mi300x;
 
 AttnProblem problem(int64_t b, int64_t h, int64_t hk, int64_t sq, int64_t sk, int64_t d,
@@ -94,8 +95,7 @@ TEST(Plan, TheTailSplitCanBeSwitchedOff) {
 TEST(Plan, TallD96TilesWalk144KeyBlocksWithoutATailSplit) {
   // d=96's 192-row tiles walk 144-key blocks; the tail split's pieces are of 128-key blocks, so
   // those calls run without it. Its 128-row tiles keep 128-key blocks.
-  BuildInfo build = hopper_build();
-  build.head_dims = {64, 96, 128, 192, 256};
+  const BuildInfo build = hopper_build_every_head_dim();
   const auto plan_d96 = [&](const AttnProblem& p, int splits) {
     return make_launch_plan(p, h100(), build, PlanOptions{}, splits);
   };
@@ -214,7 +214,7 @@ TEST(Plan, LongCausalPingPongTilesTakeProbabilitiesAtTheRunningMax) {
     EXPECT_TRUE(two_heads.running_max);
   }
   // At d=64 and 96 too (a build with every head dim).
-  const BuildInfo every_head_dim{true, {80, 90}, {64, 96, 128, 192, 256}, true};
+  const BuildInfo every_head_dim = hopper_build_every_head_dim();
   for (int64_t d : {64, 96}) {
     const LaunchPlan few =
         make_launch_plan(problem(1, 4, 4, 8192, 8192, d, true), h100(), every_head_dim, {}, 0);
@@ -425,8 +425,7 @@ TEST(Plan, ContiguousSequencesRunHopperTilesOfTheirOwnWithoutATailSplit) {
   // Varlen prefill: the Hopper kernels' sequence instances, never with a tail split (it
   // assumes tiles of equal length); split calls on 128-row ping-pong tiles, unsplit ones on the
   // tiles the dense call would weigh (the 128-row ones without the mask from d=96).
-  BuildInfo build = hopper_build();
-  build.head_dims = {64, 96, 128, 192, 256};
+  const BuildInfo build = hopper_build_every_head_dim();
   int tall_plans = 0;
   for (int d : build.head_dims) {
     for (bool causal : {false, true}) {

@@ -10,6 +10,7 @@ namespace {
 
 using testing::h100;
 using testing::hopper_build;
+using testing::hopper_build_every_head_dim;
 
 AttnProblem decode(int64_t b, int64_t sk) {
   AttnProblem p;
@@ -73,8 +74,7 @@ TEST(PlanCache, EveryInputOfThePlanIsPartOfItsKey) {
 }
 
 TEST(PlanCache, VHeadDimIsPartOfTheKey) {
-  BuildInfo build = hopper_build();
-  build.head_dims = {64, 96, 128, 192, 256};
+  const BuildInfo build = hopper_build_every_head_dim();
   PlanCache cache(build);
   AttnProblem p = decode(1, 8192);
   p.sq = 8192, p.h = p.hk = 8, p.d = 192;
