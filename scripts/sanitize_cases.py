@@ -95,10 +95,10 @@ MEMCHECK_CASES = [
     # 23 heads of 2048 rows, 253 tiles of 192 (a full round and one of 121) against 368 of 128.
     Case("bf16-d128-full-G1-hopper192-rotated-rounds", "bf16", 128, False, 1, 2048, 300, 23, 23,
          1, "contiguous", 192),
-    # Causal ping-pong tiles whose part-full last round runs backwards: 160 tiles of 128 rows,
-    # a full round and one of 28.
-    Case("fp16-d128-causal-G1-hopper128-backward-last-round", "fp16", 128, True, 2, 512, 512, 20,
-         20, 1, "contiguous", 128),
+    # Causal ping-pong tiles whose part-full last round runs backwards: 180 tiles of 128 rows,
+    # a full round and one of 48.
+    Case("fp16-d128-causal-G1-hopper128-backward-last-round", "fp16", 128, True, 3, 512, 512, 15,
+         15, 1, "contiguous", 128),
     # Causal ping-pong tiles over more than 32 key blocks: their own instance, which takes
     # probabilities at the running max (hopper_causal_running_max).
     Case("bf16-d128-causal-G1-hopper128-running-max", "bf16", 128, True, 1, 300, 4200, 2, 2, 1,

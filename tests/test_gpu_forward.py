@@ -114,10 +114,14 @@ def test_forward_honours_any_finite_softmax_scale(request, d, causal, scale, sq,
 # tile against 1100 keys), 96 causal heads of 2000 rows 192 rows (8 per SM; the last tile's
 # third consumer sees only padding), at d=64 over 2300 keys and at d=128; and with fewer keys
 # than rows, so the first 300 / 500 rows see none (whole tiles without key blocks pass through
-# the tile ring).
+# the tile ring). Below 1536 rows with the mask, 128 causal heads of 1152 rows at d=128 (1152
+# tiles of 128, 9 rounds, or 768 of 192, 6) and 32 of 1500 rows at d=96 (3 rounds or 2) run 192
+# rows unsplit.
 TILE_GRIDS = {"d64-sq700": (16, 36, 700, 900, 64, False, 192, 128),
               "d128-sq2304": (4, 16, 2304, 2200, 128, False, 192, 128),
               "d128-causal-sq1536": (1, 12, 1536, 1600, 128, True, 192, 128),
+              "d128-causal-sq1152": (4, 32, 1152, 1152, 128, True, 192, 128),
+              "d96-causal-sq1500": (1, 32, 1500, 1500, 96, True, 192, 128),
               "d64-sq2048-small": (1, 16, 2048, 2048, 64, False, 256, 192),
               "d64-sq512-wide": (8, 32, 512, 512, 64, False, 256, 128),
               "d64-sq1000-wide": (8, 32, 1000, 1100, 64, False, 256, 128),
@@ -220,15 +224,15 @@ def test_tall_tiles_rotate_rounds_where_heads_end_short(request, dtype, case):
 # last and a tile's Q is freed after its last key block: more rows than keys (the first 400 rows
 # see none), more keys than rows (bottom-right alignment), a split call whose splits cut the
 # diagonal's tiles, persistent tiles carrying S across tiles (512 rows, 4 blocks a tile), the
-# same with a part-full second round, which runs backwards over its 28 tiles
+# same with a part-full second round, which runs backwards over its 48 tiles
 # (sm90/tile_scheduler.cuh, static_tile), and one block per tile over 36 key blocks (not
 # persistent: no carry).
-FORWARD_WALK_CASES = {"sq700-sk300": (8, 20, 700, 300, 1),
+FORWARD_WALK_CASES = {"sq700-sk300": (4, 20, 700, 300, 1),
                       "sq300-sk700": (8, 20, 300, 700, 1),
                       "sq256-sk4500": (2, 20, 256, 4500, 1),
                       "sq1000-3-splits": (2, 20, 1000, 1000, 3),
                       "sq512-carry": (8, 20, 512, 512, 1),
-                      "sq512-backward-last-round": (2, 20, 512, 512, 1)}
+                      "sq512-backward-last-round": (3, 15, 512, 512, 1)}
 
 
 @requires_native

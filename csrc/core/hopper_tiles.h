@@ -87,9 +87,15 @@ constexpr int kHopperWidePct = 95;
 // How much earlier (in %) base tiles must end than tall ones in the longest-first model of a
 // long causal call (causal_longest_first_time) to be chosen over them.
 constexpr int kHopperCausalBaseMarginPct = 3;
-// From this many query rows tall tiles may run with the mask too (below it base tiles are
-// faster with the mask), and split calls at d=64 run them.
+// From this many query rows tall tiles may run with the mask at d=64 (below it its wide and base
+// tiles are faster), and split calls at d=64 run them. At d=96 and 128 they run with the mask
+// below it too, on persistent calls, where their weighted waves must weigh
+// kHopperShortCausalTallMarginPct less than the base tiles': their tiles are fewer and more of
+// their key blocks are masked. Measured on an H100 (d=96 and 128, 32-336 heads of 1024-1500 rows):
+// 2-16% faster where the model gives them at least that margin, and 1.5-2% slower at 1280 rows
+// of 128 heads, where it gives them 2.4%.
 constexpr int kHopperTallMinSq = 1536;
+constexpr int kHopperShortCausalTallMarginPct = 4;
 
 // A row's cost on tiles of block_m rows over sk keys, in % of a base-tile row (the heuristic's
 // time model is per 128 rows, so tall tiles' modelled times are weighted by this).
@@ -127,8 +133,9 @@ constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal, long
 constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long sk,
                              long long heads = 0, int sm_count = 0, int num_splits = 2,
                              bool sequences = false) {
+  const bool short_causal = causal && sq < kHopperTallMinSq;
   const bool tall_exists = (head_dim == 64 || head_dim == 96 || head_dim == 128) &&
-                           (!causal || sq >= kHopperTallMinSq) &&
+                           (!short_causal || (head_dim != 64 && hopper_persistent(sk))) &&
                            (!sequences || causal || head_dim == 64);
   const bool wide_exists = head_dim == 64 && (!causal || sq < kHopperTallMinSq);
   if (sequences && num_splits != 1) return kHopperBaseRows;
@@ -160,7 +167,8 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
   const long long tall_waves = (tall_tiles + sm_count - 1) / sm_count;
   const long long base_cost = base_waves * kHopperBaseRows * 100;
   const long long tall_cost = tall_waves * kHopperTallRows * pct;
-  const bool tall_wins = tall_exists && tall_cost < base_cost;
+  const long long margin = short_causal ? kHopperShortCausalTallMarginPct : 0;
+  const bool tall_wins = tall_exists && tall_cost * 100 < base_cost * (100 - margin);
   const int narrower = tall_wins ? kHopperTallRows : kHopperBaseRows;
   if (!wide_exists) return narrower;
   const long long wide_tiles = heads * ((sq + kHopperWideRows - 1) / kHopperWideRows);
