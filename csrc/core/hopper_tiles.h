@@ -89,13 +89,11 @@ constexpr int kHopperWidePct = 95;
 constexpr int kHopperCausalBaseMarginPct = 3;
 // From this many query rows tall tiles may run with the mask at d=64 (below it its wide and base
 // tiles are faster), and split calls at d=64 run them. At d=96 and 128 they run with the mask
-// below it too, on persistent calls, where their weighted waves must weigh
-// kHopperShortCausalTallMarginPct less than the base tiles': their tiles are fewer and more of
-// their key blocks are masked. Measured on an H100 (d=96 and 128, 32-336 heads of 1024-1500 rows):
-// 2-16% faster where the model gives them at least that margin, and 1.5-2% slower at 1280 rows
-// of 128 heads, where it gives them 2.4%.
+// below it too, on persistent calls, where their weighted waves weigh less than the base tiles'
+// (hopper_block_m). Measured on an H100 (22 shapes of 32-1024 heads of 512-1500 rows, d=96 and
+// 128), the waves pick the faster height at 17: tall tiles by 2-16% at 777-1500 rows, base
+// tiles by 4-14% at 512 and 1024 rows; they miss by 1-3% at 1280 and 1408 rows of 128 heads.
 constexpr int kHopperTallMinSq = 1536;
-constexpr int kHopperShortCausalTallMarginPct = 4;
 
 // A row's cost on tiles of block_m rows over sk keys, in % of a base-tile row (the heuristic's
 // time model is per 128 rows, so tall tiles' modelled times are weighted by this).
@@ -167,8 +165,7 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
   const long long tall_waves = (tall_tiles + sm_count - 1) / sm_count;
   const long long base_cost = base_waves * kHopperBaseRows * 100;
   const long long tall_cost = tall_waves * kHopperTallRows * pct;
-  const long long margin = short_causal ? kHopperShortCausalTallMarginPct : 0;
-  const bool tall_wins = tall_exists && tall_cost * 100 < base_cost * (100 - margin);
+  const bool tall_wins = tall_exists && tall_cost < base_cost;
   const int narrower = tall_wins ? kHopperTallRows : kHopperBaseRows;
   if (!wide_exists) return narrower;
   const long long wide_tiles = heads * ((sq + kHopperWideRows - 1) / kHopperWideRows);

@@ -595,28 +595,27 @@ TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
   EXPECT_EQ(hopper_block_m(64, 2048, true, 65536, 16, 132, 3), 192);
 }
 
-TEST(GateFamily, ShortCausalCallsWeighTallTilesWithAMarginAtD96And128) {
+TEST(GateFamily, ShortCausalCallsAtD96And128WeighBothHeightsByWaves) {
   // Below 1536 rows with the mask, d=96 and 128 calls over at most 4096 keys run 192-row tiles
-  // where their waves, weighted at 93% a row, weigh 4% less than the 128-row tiles' waves
-  // (kHopperShortCausalTallMarginPct); over more keys (chunks of a long prefill) 128 rows.
+  // where their waves, weighted at 93% a row, weigh less than the 128-row tiles' waves (in
+  // waves of 128 rows); over more keys (chunks of a long prefill) 128 rows.
   AttnProblem p = long_sequence_problem();
   p.causal = true; p.h = 32; p.hk = 8;
   const auto run_m = [&](int b, int h, long long sq, long long sk) {
     p.b = b; p.h = h; p.sq = sq; p.sk = sk;
     return tiles_for_run(KernelFamily::kHopperWgmma, p, 132, 1).block_m;
   };
-  EXPECT_EQ(run_m(4, 32, 1152, 1152), 192) << "9 waves vs 6: 6 * 1.5 * 0.93 = 8.37 < 9 * 0.96";
-  EXPECT_EQ(run_m(4, 32, 1280, 1280), 128) << "10 waves vs 7: 9.77 > 10 * 0.96";
-  EXPECT_EQ(run_m(8, 40, 1280, 1280), 192) << "25 waves vs 17: 23.7 < 24";
-  EXPECT_EQ(run_m(8, 40, 1500, 1500), 192) << "30 waves vs 20: 27.9 < 28.8";
-  EXPECT_EQ(run_m(1, 32, 1500, 1500), 192) << "3 waves vs 2: 2.79 < 2.88";
-  EXPECT_EQ(run_m(16, 32, 777, 777), 128) << "28 waves vs 20: 27.9 > 26.9";
-  EXPECT_EQ(run_m(16, 16, 1024, 1024), 128) << "16 waves vs 12: 16.7 > 15.4";
+  EXPECT_EQ(run_m(4, 32, 1152, 1152), 192) << "9 waves vs 6: 6 * 1.5 * 0.93 = 8.37 < 9";
+  EXPECT_EQ(run_m(8, 40, 1500, 1500), 192) << "30 waves vs 20: 27.9 < 30";
+  EXPECT_EQ(run_m(1, 32, 1500, 1500), 192) << "3 waves vs 2: 2.79 < 3";
+  EXPECT_EQ(run_m(16, 32, 777, 777), 192) << "28 waves vs 20: 27.9 < 28";
+  EXPECT_EQ(run_m(16, 16, 1024, 1024), 128) << "16 waves vs 12: 16.7 > 16";
+  EXPECT_EQ(run_m(32, 16, 512, 512), 128) << "16 waves vs 12: 16.7 > 16";
   EXPECT_EQ(run_m(8, 40, 1500, 4224), 128) << "33 key blocks: not persistent";
   EXPECT_EQ(run_m(1, 32, 512, 8192), 128) << "a chunk of a long prefill";
   p.d = 96;
   EXPECT_EQ(run_m(8, 40, 1500, 1500), 192);
-  EXPECT_EQ(run_m(16, 21, 1024, 1024), 128) << "21 waves vs 16: 22.3 > 20.2";
+  EXPECT_EQ(run_m(16, 21, 1024, 1024), 128) << "21 waves vs 16: 22.3 > 21";
   p.d = 64;
   EXPECT_NE(run_m(8, 40, 1500, 1500), 192) << "d=64 has its wide tiles below 1536 rows";
   p.d = 128;
@@ -624,7 +623,8 @@ TEST(GateFamily, ShortCausalCallsWeighTallTilesWithAMarginAtD96And128) {
   EXPECT_EQ(tiles_for_run(KernelFamily::kHopperWgmma, p, 132, 2).block_m, 128)
       << "split calls run the modelled tiles";
   EXPECT_EQ(hopper_block_m(128, 1500, true, 1500, 8 * 40, 132, 1), 192);
-  EXPECT_EQ(hopper_block_m(128, 1500, false, 1500, 8 * 40, 132, 1), 192) << "without the mask";
+  EXPECT_EQ(hopper_block_m(128, 777, true, 777, 8 * 32, 132, 1, true), 192)
+      << "sequences of their own lengths: 14 waves vs 10, 13.95 < 14";
 }
 
 TEST(GateFamily, WideTilesOnlyForUnsplitD64Calls) {
