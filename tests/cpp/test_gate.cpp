@@ -597,8 +597,9 @@ TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
 
 TEST(GateFamily, ShortCausalCallsAtD96And128WeighBothHeightsByWaves) {
   // Below 1536 rows with the mask, d=96 and 128 calls over at most 4096 keys run 192-row tiles
-  // where their waves, weighted at 93% a row, weigh less than the 128-row tiles' waves (in
-  // waves of 128 rows); over more keys (chunks of a long prefill) 128 rows.
+  // where their waves, weighted at 93% a row, weigh less than the 128-row tiles' waves (the
+  // messages count a wave of 192-row tiles as 1.5 of 128-row ones); over more keys (chunks of a
+  // long prefill) 128 rows.
   AttnProblem p = long_sequence_problem();
   p.causal = true; p.h = 32; p.hk = 8;
   const auto run_m = [&](int b, int h, long long sq, long long sk) {
