@@ -82,23 +82,27 @@ constexpr int kHopperTallPctCausal = 95;
 constexpr int kHopperTallPctCausalLong = 88;
 constexpr int kHopperTallPctD128 = 93;
 // Cost of a wide-tile row (d=64) in % of a base-tile row: more than a tall row, so wide tiles
-// win only where they pad less or fill fewer waves.
+// win only where they pad less or fill fewer waves. With the mask (below kHopperTallMinSq rows)
+// less: forced on 7 shapes of 32-1024 heads of 512-1500 rows, their rows cost 62-87% of a
+// base row.
 constexpr int kHopperWidePct = 95;
+constexpr int kHopperWidePctCausal = 85;
 // How much earlier (in %) base tiles must end than tall ones in the longest-first model of a
 // long causal call (causal_longest_first_time) to be chosen over them.
 constexpr int kHopperCausalBaseMarginPct = 3;
-// From this many query rows tall tiles may run with the mask at d=64 (below it its wide and base
-// tiles are faster), and split calls at d=64 run them. At d=96 and 128 they run with the mask
-// below it too, on persistent calls, where their weighted waves weigh less than the base tiles'
-// (hopper_block_m). Measured on an H100 (22 shapes of 32-1024 heads of 512-1500 rows, d=96 and
-// 128), the waves pick the faster height at 17: tall tiles by 2-16% at 777-1500 rows, base
-// tiles by 4-14% at 512 and 1024 rows; they miss by 1-3% at 1280 and 1408 rows of 128 heads.
+// From this many query rows tall tiles run with the mask over any number of keys, and split
+// calls at d=64 run them. Below it they run with the mask on persistent calls (at most 32 key
+// blocks), where their weighted waves weigh less than the base tiles' and, at d=64, the wide
+// tiles' (hopper_block_m); chunks of a long prefill run base or wide tiles. Measured on an H100
+// (22 shapes of 32-1024 heads of 512-1500 rows, d=96 and 128), the waves pick the faster height
+// at 17: tall tiles by 2-16% at 777-1500 rows, base tiles by 4-14% at 512 and 1024 rows; they
+// miss by 1-3% at 1280 and 1408 rows of 128 heads.
 constexpr int kHopperTallMinSq = 1536;
 
 // A row's cost on tiles of block_m rows over sk keys, in % of a base-tile row (the heuristic's
 // time model is per 128 rows, so tall tiles' modelled times are weighted by this).
 constexpr int hopper_row_cost_pct(int head_dim, int block_m, bool causal, long long sk) {
-  if (block_m == kHopperWideRows) return kHopperWidePct;
+  if (block_m == kHopperWideRows) return causal ? kHopperWidePctCausal : kHopperWidePct;
   if (block_m != kHopperTallRows) return 100;
   if (head_dim != 64) return kHopperTallPctD128;
   if (!causal) return kHopperTallPct;
@@ -133,7 +137,7 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
                              bool sequences = false) {
   const bool short_causal = causal && sq < kHopperTallMinSq;
   const bool tall_exists = (head_dim == 64 || head_dim == 96 || head_dim == 128) &&
-                           (!short_causal || (head_dim != 64 && hopper_persistent(sk))) &&
+                           (!short_causal || hopper_persistent(sk)) &&
                            (!sequences || causal || head_dim == 64);
   const bool wide_exists = head_dim == 64 && (!causal || sq < kHopperTallMinSq);
   if (sequences && num_splits != 1) return kHopperBaseRows;
@@ -170,7 +174,8 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
   if (!wide_exists) return narrower;
   const long long wide_tiles = heads * ((sq + kHopperWideRows - 1) / kHopperWideRows);
   const long long wide_waves = (wide_tiles + sm_count - 1) / sm_count;
-  const long long wide_cost = wide_waves * kHopperWideRows * kHopperWidePct;
+  const long long wide_cost =
+      wide_waves * kHopperWideRows * hopper_row_cost_pct(head_dim, kHopperWideRows, causal, sk);
   return wide_cost < (tall_wins ? tall_cost : base_cost) ? kHopperWideRows : narrower;
 }
 

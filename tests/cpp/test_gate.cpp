@@ -547,7 +547,7 @@ TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
   p.b = 32; p.sq = p.sk = 512;  // 4096 tiles of 128 (32 waves) vs 3072 of 192 (24 waves)
   EXPECT_EQ(run_m(132, 1), 256) << "2048 tiles of 256 (16 waves): 16 * 2 * 0.95 < 24 * 1.5 * 0.87";
   p.causal = true;
-  EXPECT_EQ(run_m(132, 1), 256) << "with the mask: wide tiles below 1536 rows, 16 * 2 * 0.95 < 32";
+  EXPECT_EQ(run_m(132, 1), 256) << "with the mask: wide tiles below 1536 rows, 16 * 2 * 0.85 < 32";
   p.causal = false;
   EXPECT_EQ(run_m(132, 2), 128) << "split calls run the modelled tiles";
   EXPECT_EQ(run_m(0, 1), 128) << "no SM count: the grid is unknown";
@@ -565,12 +565,12 @@ TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
   EXPECT_EQ(run_m(132, 3), 192);
   p.sq = p.sk = 1536;  // 192 tiles of 128 (2 waves) vs 128 of 192 (1 wave)
   EXPECT_EQ(run_m(132, 1), 192);
-  // With the mask: tall tiles only from 1536 rows, weighted at 95% over at most 4096 keys and
-  // 88% over more; wide tiles below 1536 rows.
+  // With the mask: tall tiles weighted at 95% over at most 4096 keys and 88% over more; wide
+  // tiles below 1536 rows, at 85% (ShortCausalCallsWeighEveryHeightByWaves).
   p.causal = true;
   p.b = 16; p.h = p.hk = 32; p.sq = p.sk = 1024;  // 2048 tiles of 256 (16 waves) vs 4096 of 128
   EXPECT_EQ(run_m(132, 1), 256);
-  p.b = 1; p.h = p.hk = 16;  // one wave either way: 2 * 0.95 > 1
+  p.b = 1; p.h = p.hk = 16;  // one wave of each height: 2 * 0.85 > 1.5 * 0.95 > 1
   EXPECT_EQ(run_m(132, 1), 128);
   p.h = p.hk = 32;
   p.b = 2; p.sq = p.sk = 8192;  // 4096 tiles (32 waves) vs 2752 (21): 27.7 < 32
@@ -595,11 +595,11 @@ TEST(GateFamily, UnsplitCallsPickTheTileHeightByWaves) {
   EXPECT_EQ(hopper_block_m(64, 2048, true, 65536, 16, 132, 3), 192);
 }
 
-TEST(GateFamily, ShortCausalCallsAtD96And128WeighBothHeightsByWaves) {
-  // Below 1536 rows with the mask, d=96 and 128 calls over at most 4096 keys run 192-row tiles
-  // where their waves, weighted at 93% a row, weigh less than the 128-row tiles' waves (the
-  // messages count a wave of 192-row tiles as 1.5 of 128-row ones); over more keys (chunks of a
-  // long prefill) 128 rows.
+TEST(GateFamily, ShortCausalCallsWeighEveryHeightByWaves) {
+  // Below 1536 rows with the mask, calls over at most 4096 keys run 192-row tiles where their
+  // waves, weighted at 93% a row (95% at d=64), weigh less than the 128-row tiles' waves, and at
+  // d=64 256-row tiles where theirs weigh less still, at 85% a row (the messages count a wave of
+  // 192 or 256 rows as 1.5 or 2 of 128); over more keys (chunks of a long prefill) 128 rows.
   AttnProblem p = long_sequence_problem();
   p.causal = true; p.h = 32; p.hk = 8;
   const auto run_m = [&](int b, int h, long long sq, long long sk) {
@@ -618,7 +618,11 @@ TEST(GateFamily, ShortCausalCallsAtD96And128WeighBothHeightsByWaves) {
   EXPECT_EQ(run_m(8, 40, 1500, 1500), 192);
   EXPECT_EQ(run_m(16, 21, 1024, 1024), 128) << "21 waves vs 16: 22.3 > 21";
   p.d = 64;
-  EXPECT_NE(run_m(8, 40, 1500, 1500), 192) << "d=64 has its wide tiles below 1536 rows";
+  EXPECT_EQ(run_m(4, 32, 1152, 1152), 256) << "9 waves of 128, 6 of 192 (8.55), 5 of 256 (8.5)";
+  EXPECT_EQ(run_m(8, 32, 777, 777), 256) << "14 waves of 128, 10 of 192 (14.25), 8 of 256 (13.6)";
+  EXPECT_EQ(run_m(1, 32, 1500, 1500), 192) << "3 waves of 128, 2 of 192 (2.85), 2 of 256 (3.4)";
+  EXPECT_EQ(run_m(1, 16, 1024, 1024), 128) << "one wave of each: 1, 1.43, 1.7";
+  EXPECT_EQ(run_m(1, 32, 1500, 8192), 128) << "over more keys no 192 rows; 2 waves of 256: 3.4";
   p.d = 128;
   EXPECT_EQ(run_m(8, 40, 1500, 1500), 192);
   EXPECT_EQ(tiles_for_run(KernelFamily::kHopperWgmma, p, 132, 2).block_m, 128)
@@ -629,10 +633,11 @@ TEST(GateFamily, ShortCausalCallsAtD96And128WeighBothHeightsByWaves) {
 }
 
 TEST(GateFamily, WideTilesOnlyForUnsplitD64Calls) {
-  // 256-row tiles (four consumers, 64-key blocks) at 95% of a base row's cost: they win where
+  // 256-row tiles (four consumers, 64-key blocks) at 95% of a base row's cost (85% with the
+  // mask, ShortCausalCallsWeighEveryHeightByWaves): they win where
   // the 192-row tiles pad or fill more waves (bench_seqlen's d=64 points at 512 and 1024 rows),
   // and lose where those do not (768, 1536, and 2048 rows of 256 heads: 16 waves * 2 * 0.95 >
-  // 22 * 1.5 * 0.87). With the mask they run below 1536 rows, where tall tiles do not.
+  // 22 * 1.5 * 0.87). With the mask they run below 1536 rows only.
   AttnProblem p = long_sequence_problem();
   p.d = 64; p.h = p.hk = 32;
   const auto run = [&](int g) { return tiles_for_run(KernelFamily::kHopperWgmma, p, 132, g); };
@@ -662,6 +667,7 @@ TEST(GateFamily, WideTilesOnlyForUnsplitD64Calls) {
   EXPECT_EQ(hopper_block_m(64, 1024, false, 1024, 16 * 32, 132, 1), 256);
   EXPECT_EQ(hopper_block_m(64, 1024, false, 1024, 16 * 32, 132, 2), 128);
   EXPECT_EQ(hopper_row_cost_pct(64, 256, false, 1024), kHopperWidePct);
+  EXPECT_EQ(hopper_row_cost_pct(64, 256, true, 1024), kHopperWidePctCausal);
 }
 
 TEST(GateFamily, TailSplitOnlyForUnsplitHopperCallsWithoutMask) {
