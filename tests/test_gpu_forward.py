@@ -115,13 +115,14 @@ def test_forward_honours_any_finite_softmax_scale(request, d, causal, scale, sq,
 # third consumer sees only padding), at d=64 over 2300 keys and at d=128; and with fewer keys
 # than rows, so the first 300 / 500 rows see none (whole tiles without key blocks pass through
 # the tile ring). Below 1536 rows with the mask, 128 causal heads of 1152 rows at d=128 (1152
-# tiles of 128, 9 rounds, or 768 of 192, 6) and 32 of 1500 rows at d=96 (3 rounds or 2) run 192
-# rows unsplit.
+# tiles of 128, 9 rounds, or 768 of 192, 6) and 32 of 1500 rows at d=96 and 64 (3 rounds or 2;
+# at d=64 2 of 256 rows, at 85% a row) run 192 rows unsplit.
 TILE_GRIDS = {"d64-sq700": (16, 36, 700, 900, 64, False, 192, 128),
               "d128-sq2304": (4, 16, 2304, 2200, 128, False, 192, 128),
               "d128-causal-sq1536": (1, 12, 1536, 1600, 128, True, 192, 128),
               "d128-causal-sq1152": (4, 32, 1152, 1152, 128, True, 192, 128),
               "d96-causal-sq1500": (1, 32, 1500, 1500, 96, True, 192, 128),
+              "d64-causal-sq1500": (1, 32, 1500, 1500, 64, True, 192, 128),
               "d64-sq2048-small": (1, 16, 2048, 2048, 64, False, 256, 192),
               "d64-sq512-wide": (8, 32, 512, 512, 64, False, 256, 128),
               "d64-sq1000-wide": (8, 32, 1000, 1100, 64, False, 256, 128),
