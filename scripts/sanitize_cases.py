@@ -64,9 +64,9 @@ MEMCHECK_CASES = [
     # heads of 1600 rows are 156 tiles of 128 (two waves on 132 SMs) or 108 of 192 (one).
     Case("bf16-d64-full-G1-hopper192-padding", "bf16", 64, False, 1, 1600, 300, 12, 12, 1,
          "contiguous", 192),
-    # 192 rows at d=128 (one Q buffer), unsplit: 264 heads of 384 rows; with the mask, 12 heads
-    # of 1536 rows against 700 keys (the first 836 rows see none).
-    Case("bf16-d128-full-G1-hopper192-grid", "bf16", 128, False, 2, 384, 300, 132, 132, 1,
+    # 192 rows (one Q buffer from d=96), unsplit: 264 heads of 384 rows at d=96; with the mask,
+    # 12 heads of 1536 rows against 700 keys at d=128 (the first 836 rows see none).
+    Case("bf16-d96-full-G1-hopper192-grid", "bf16", 96, False, 2, 384, 300, 132, 132, 1,
          "contiguous", 192),
     Case("fp16-d128-causal-G1-hopper192", "fp16", 128, True, 1, 1536, 700, 12, 12, 1,
          "contiguous", 192),
@@ -83,17 +83,18 @@ MEMCHECK_CASES = [
     Case("bf16-d128-causal-G1-hopper192-rotating", "bf16", 128, True, 1, 1536, 1536, 33, 33, 1,
          "contiguous", 192),
     # The tail split (unsplit, no mask, more tiles than SMs; on 132 SMs): 133 tiles leave one,
-    # cut over 16 SMs; 576 tiles of 192 rows at d=64 leave 48 (up to 3 parts); 560 of 192 rows
-    # at d=128 leave 32 (the fold in passes, for 160-register consumers).
+    # cut over 16 SMs; 576 tiles of 192 rows at d=64 leave 48 (up to 3 parts); 360 of 192 rows
+    # at d=128 (20 heads of 3456 rows) leave 96 (the fold in passes, for 160-register consumers).
     Case("bf16-d128-full-G1-hopper-tail-split-one", "bf16", 128, False, 1, 128, 8192, 133, 133,
          1, "contiguous", 128),
     Case("fp16-d64-full-G1-hopper192-tail-split", "fp16", 64, False, 2, 1500, 2200, 36, 36, 1,
          "contiguous", 192),
-    Case("bf16-d128-full-G1-hopper192-tail-split", "bf16", 128, False, 2, 384, 2200, 140, 140,
+    Case("bf16-d128-full-G1-hopper192-tail-split", "bf16", 128, False, 1, 3456, 4096, 20, 20,
          1, "contiguous", 192),
     # Rounds rotated among the persistent blocks (heads ending in a shorter tile, no tail split):
-    # 23 heads of 2048 rows, 253 tiles of 192 (a full round and one of 121) against 368 of 128.
-    Case("bf16-d128-full-G1-hopper192-rotated-rounds", "bf16", 128, False, 1, 2048, 300, 23, 23,
+    # 23 heads of 2048 rows at d=96, 253 tiles of 192 (a full round and one of 121) against 368
+    # of 128.
+    Case("bf16-d96-full-G1-hopper192-rotated-rounds", "bf16", 96, False, 1, 2048, 300, 23, 23,
          1, "contiguous", 192),
     # Causal ping-pong tiles whose part-full last round runs backwards: 180 tiles of 128 rows,
     # a full round and one of 48.

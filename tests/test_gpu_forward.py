@@ -98,7 +98,7 @@ def test_forward_honours_any_finite_softmax_scale(request, d, causal, scale, sq,
 # (b, h, sq, sk, d, causal, block_m at G = 1, block_m split) on the Hopper kernel with 132 SMs
 # (H100 / H200): an unsplit call takes the tile height whose waves weigh less (hopper_block_m),
 # split calls the one the heuristic models. 576 heads of 700 rows at d=64 (3456 tiles of 128,
-# 2304 of 192), 64 heads of 2304 rows at d=128 and 12 causal heads of 1536 rows at d=128 (144
+# 2304 of 192), 64 heads of 2304 rows at d=96 and 12 causal heads of 1536 rows at d=128 (144
 # tiles of 128, two rounds, or 96 of 192, one) run 192 rows unsplit; 16 heads of 2048 rows at
 # d=64 (256 tiles of 128 or 176 of 192: two rounds either way, 128 of 256: one) run 256 rows
 # unsplit and 192 split. 700 = 3 * 192 + 124: the last tile's third consumer sees only padding
@@ -118,7 +118,7 @@ def test_forward_honours_any_finite_softmax_scale(request, d, causal, scale, sq,
 # tiles of 128, 9 rounds, or 768 of 192, 6) and 32 of 1500 rows at d=96 and 64 (3 rounds or 2;
 # at d=64 2 of 256 rows, at 85% a row) run 192 rows unsplit.
 TILE_GRIDS = {"d64-sq700": (16, 36, 700, 900, 64, False, 192, 128),
-              "d128-sq2304": (4, 16, 2304, 2200, 128, False, 192, 128),
+              "d96-sq2304": (4, 16, 2304, 2200, 96, False, 192, 128),
               "d128-causal-sq1536": (1, 12, 1536, 1600, 128, True, 192, 128),
               "d128-causal-sq1152": (4, 32, 1152, 1152, 128, True, 192, 128),
               "d96-causal-sq1500": (1, 32, 1500, 1500, 96, True, 192, 128),
@@ -203,9 +203,9 @@ def test_ping_pong_tiles_with_and_without_carry(request, dtype, causal, case):
 # tiles among the persistent blocks (hopper_rotate_rounds): 880 tiles, six full rounds and a
 # last one of 88 (2048 rows: 11 tiles per head, the last of 128 rows; 2000 rows at d=64: the last
 # of 80 rows; 1152 rows: equal tiles, the snake walk), and the output must match either way.
-ROTATE_CASES = {"d128-sq2048": (5, 16, 2048, 2048, 128, True),
+ROTATE_CASES = {"d96-sq2048": (5, 16, 2048, 2048, 96, True),
                 "d64-sq2000": (5, 16, 2000, 2100, 64, True),
-                "d128-sq1152-equal-tiles": (8, 16, 1152, 1152, 128, False)}
+                "d96-sq1152-equal-tiles": (8, 16, 1152, 1152, 96, False)}
 
 
 @requires_native
@@ -275,10 +275,11 @@ def test_wide_tiles_with_grouped_kv_heads_and_negative_scale(request, dtype):
         assert_matches_reference(out, lse, q, k, refs, False, what)
 
 
-# (b, h, sq, sk, d, block_m on 132 SMs): 256-row tiles at d=64 (as in the test above), and 64
-# heads of 2304 rows at d=128, which run 192-row tiles (TILE_GRIDS' "d128-sq2304").
+# (b, h, sq, sk, d, block_m on 132 SMs): 256-row tiles at d=64 (as in the test above), and 48
+# heads of 1536 rows at d=128, which run 192-row tiles (3 waves of them weigh less than 5 of
+# 128-row tiles at 105% a row).
 JUMPING_MAX_CASES = {"d64-wide": (8, 32, 512, 600, 64, 256),
-                     "d128-tall": (4, 16, 2304, 2200, 128, 192)}
+                     "d128-tall": (1, 48, 1536, 1536, 128, 192)}
 
 
 @requires_native

@@ -17,7 +17,7 @@ from flashsplit import _native  # noqa: E402
 
 # (b, h, hk, sq, sk, d, causal, num_splits, what the shape exercises)
 SHAPES = [
-    (2, 16, 16, 2048, 2048, 128, False, 0, "192-row tiles, rotated rounds"),
+    (5, 16, 16, 2048, 2048, 96, False, 0, "192-row tiles, rotated rounds"),
     (4, 16, 16, 4096, 4096, 128, False, 0, "tail split"),
     (32, 32, 32, 512, 512, 64, False, 1, "256-row tiles"),
     (16, 16, 16, 1024, 1024, 128, True, 0, "ping-pong tiles carrying S"),

@@ -75,12 +75,16 @@ constexpr int hopper_large_head_block_n(int head_dim, int head_dim_v = 0) {
 constexpr int hopper_tall_block_n(int head_dim) { return head_dim == 96 ? 144 : kHopperBlockN; }
 // Cost of a tall-tile row in % of a base-tile row, fitted to forced tiles: d=64 without the
 // mask; d=64 with it on persistent tiles (at most kHopperPersistentMaxKeyBlocks key blocks; the
-// consumers rotate their row slices there) and on longer ones; d=128 (and d=96, whose tall
-// tiles measured 4-13% faster than its base tiles from 2k keys).
+// consumers rotate their row slices there) and on longer ones; d=128 with the mask (and d=96,
+// whose tall tiles measured 4-13% faster than its base tiles from 2k keys); d=128 without it,
+// where the base tiles measured 2-7% faster on 10 grids of 2-16 waves (bench_seqlen's 2k-16k
+// points 2-4%) and the tall ones 7-15% faster where they take one wave and base tiles two
+// (16-32 heads of 768-1536 rows against 16k keys).
 constexpr int kHopperTallPct = 87;
 constexpr int kHopperTallPctCausal = 95;
 constexpr int kHopperTallPctCausalLong = 88;
 constexpr int kHopperTallPctD128 = 93;
+constexpr int kHopperTallPctD128Unmasked = 105;
 // Cost of a wide-tile row (d=64) in % of a base-tile row: more than a tall row, so wide tiles
 // win only where they pad less or fill fewer waves. With the mask (below kHopperTallMinSq rows)
 // less: forced on 7 shapes of 32-1024 heads of 512-1500 rows, their rows cost 62-87% of a
@@ -104,7 +108,8 @@ constexpr int kHopperTallMinSq = 1536;
 constexpr int hopper_row_cost_pct(int head_dim, int block_m, bool causal, long long sk) {
   if (block_m == kHopperWideRows) return causal ? kHopperWidePctCausal : kHopperWidePct;
   if (block_m != kHopperTallRows) return 100;
-  if (head_dim != 64) return kHopperTallPctD128;
+  if (head_dim != 64) return head_dim == 128 && !causal ? kHopperTallPctD128Unmasked
+                                                        : kHopperTallPctD128;
   if (!causal) return kHopperTallPct;
   return hopper_persistent(sk) ? kHopperTallPctCausal : kHopperTallPctCausalLong;
 }

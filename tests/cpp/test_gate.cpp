@@ -671,18 +671,18 @@ TEST(GateFamily, WideTilesOnlyForUnsplitD64Calls) {
 }
 
 TEST(GateFamily, TailSplitOnlyForUnsplitHopperCallsWithoutMask) {
-  // bench_seqlen's d=128 point at 4096 rows: 1408 tiles of 192 rows on 132 SMs, a last round
-  // of 88 over 32 key blocks each.
+  // bench_seqlen's d=128 point at 4096 rows: 2048 tiles of 128 rows on 132 SMs, a last round
+  // of 68 over 32 key blocks each.
   AttnProblem p = long_sequence_problem();
   p.d = 128; p.h = p.hk = 16; p.b = 4; p.sq = p.sk = 4096;
   const auto tail = [&](KernelFamily family, int g) {
     return tail_split_for_run(family, p, tiles_for_run(family, p, 132, g), 132, g);
   };
-  ASSERT_EQ(tiles_for_run(KernelFamily::kHopperWgmma, p, 132, 1).block_m, 192);
+  ASSERT_EQ(tiles_for_run(KernelFamily::kHopperWgmma, p, 132, 1).block_m, 128);
   const TailSplit t = tail(KernelFamily::kHopperWgmma, 1);
   ASSERT_TRUE(t.active());
-  EXPECT_EQ(t.main_tiles, 10 * 132);
-  EXPECT_EQ(t.tail_tiles, 88);
+  EXPECT_EQ(t.main_tiles, 15 * 132);
+  EXPECT_EQ(t.tail_tiles, 68);
   EXPECT_EQ(t.key_blocks, 32);
   EXPECT_FALSE(tail(KernelFamily::kHopperWgmma, 2).active()) << "split calls";
   EXPECT_FALSE(tail(KernelFamily::kPortableMma, 1).active()) << "portable kernels";
@@ -707,27 +707,28 @@ TEST(GateFamily, TailSplitOnlyForUnsplitHopperCallsWithoutMask) {
 }
 
 TEST(GateFamily, HeadDim128TakesTallTilesOnlyUnsplit) {
+  // Tall rows weigh 93% of a base row with the mask and 105% without it.
   AttnProblem p = long_sequence_problem();
   p.d = 128; p.h = 16; p.hk = 16;
   const auto run_m = [&](int sms, int g) {
     return tiles_for_run(KernelFamily::kHopperWgmma, p, sms, g).block_m;
   };
-  p.b = 8; p.sq = p.sk = 2048;  // 2048 tiles of 128 (16 waves) vs 1408 of 192 (11): 15.3 < 16
-  EXPECT_EQ(run_m(132, 1), 192);
+  p.b = 8; p.sq = p.sk = 2048;  // 2048 tiles of 128 (16 waves) vs 1408 of 192 (11)
+  EXPECT_EQ(run_m(132, 1), 128) << "11 * 1.5 * 1.05 = 17.3 > 16";
   EXPECT_EQ(run_m(132, 2), 128);
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
-  p.causal = true;  // with the mask the same weight, from 1536 rows
-  EXPECT_EQ(run_m(132, 1), 192);
+  p.causal = true;
+  EXPECT_EQ(run_m(132, 1), 192) << "with the mask 11 * 1.5 * 0.93 = 15.3 < 16";
   EXPECT_EQ(run_m(132, 2), 128);
-  p.b = 12; p.sq = p.sk = 1280;  // below 1536 rows: base tiles with the mask
+  p.b = 12; p.sq = p.sk = 1280;  // 1920 tiles (15 waves) vs 1344 (11): 15.3 > 15
   EXPECT_EQ(run_m(132, 1), 128);
   p.causal = false;
-  EXPECT_EQ(run_m(132, 1), 128) << "1920 tiles (15 waves) vs 1344 (11): 11 * 1.395 = 15.3 > 15";
-  p.b = 16; p.sq = p.sk = 1024;  // 16 waves vs 12: 12 * 1.5 * 0.93 = 16.7 > 16
-  EXPECT_EQ(run_m(132, 1), 128);
-  p.b = 6; p.sq = p.sk = 2560;  // 15 waves vs 11: 15.3 > 15
   EXPECT_EQ(run_m(132, 1), 128);
   p.b = 1; p.sq = p.sk = 16384;  // 16 waves vs 1376 tiles (11)
+  EXPECT_EQ(run_m(132, 1), 128);
+  p.b = 2; p.h = p.hk = 8; p.sq = 1536; p.sk = 16384;  // 192 tiles (2 waves) vs 128 (1)
+  EXPECT_EQ(run_m(132, 1), 192) << "1.5 * 1.05 < 2";
+  p.b = 1; p.h = p.hk = 48; p.sq = p.sk = 1536;  // 576 tiles (5 waves) vs 384 (3): 4.7 < 5
   EXPECT_EQ(run_m(132, 1), 192);
   p.b = 2; p.h = p.hk = 8; p.sq = p.sk = 2048;  // 256 tiles vs 176: 2 waves each
   EXPECT_EQ(run_m(132, 1), 128);
