@@ -144,7 +144,7 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
   const bool tall_exists = (head_dim == 64 || head_dim == 96 || head_dim == 128) &&
                            (!short_causal || hopper_persistent(sk)) &&
                            (!sequences || causal || head_dim == 64);
-  const bool wide_exists = head_dim == 64 && (!causal || sq < kHopperTallMinSq);
+  const bool wide_exists = head_dim == 64 && (!causal || short_causal);
   if (sequences && num_splits != 1) return kHopperBaseRows;
   if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !(tall_exists || wide_exists))
     return sequences ? kHopperBaseRows : hopper_split_block_m(head_dim, sq, causal, sk);
