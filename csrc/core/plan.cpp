@@ -49,12 +49,14 @@ int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceIn
   if (family != KernelFamily::kHopperWgmma) return std::min(g, max_portable_splits(p.b * p.hk));
   if (requested != 0 || g <= 1) return g;
   const TileConfig unsplit = tiles_for_run(family, p, device.sm_count, 1);
-  if (unsplit.block_m == modelled.block_m) return g;
+  const TailSplit tail = tail_split_for_run(family, p, unsplit, device.sm_count, 1);
+  if (unsplit.block_m == modelled.block_m && !tail.active()) return g;
   const int d = static_cast<int>(p.d);
   const double split_us = modelled_split_us(p, device, modelled, g, constants) *
                           hopper_row_cost_pct(d, modelled.block_m, p.causal, p.sk);
   const double unsplit_us = modelled_split_us(p, device, unsplit, 1, constants) *
-                            hopper_row_cost_pct(d, unsplit.block_m, p.causal, p.sk);
+                            hopper_row_cost_pct(d, unsplit.block_m, p.causal, p.sk) *
+                            tail_split_time_share(tail);
   return unsplit_us >= 0 && unsplit_us <= split_us ? 1 : g;
 }
 

@@ -90,8 +90,9 @@ SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& dev
 
 // The G a call runs for a requested num_splits (0: the heuristic, on the tiles of tiles_for).
 // Where the heuristic splits but an unsplit call would run other tiles (tiles_for_run at
-// G = 1), G = 1 wins if its modelled time on those tiles, weighted by their row cost
-// (hopper_row_cost_pct), is no more than the split's on its own tiles. Every modelled time,
+// G = 1) or a tail split (tail_split_for_run), G = 1 wins if its modelled time on those tiles,
+// weighted by their row cost (hopper_row_cost_pct) and cut to the tail split's share
+// (tail_split_time_share), is no more than the split's on its own tiles. Every modelled time,
 // the heuristic's and this comparison's, uses `constants` (the tuner varies them).
 int resolve_splits_for(KernelFamily family, const AttnProblem& problem, const DeviceInfo& device,
                        int requested,

@@ -123,6 +123,16 @@ inline TailSplit plan_tail_split(long long tiles, int key_blocks, int sm_count) 
   return t;
 }
 
+// The modelled time of a call with tail split t as a share of the same call's time without it:
+// R rounds and the busiest chunk (its key blocks plus kTailOverheadBlocks) against R + 1
+// rounds. 1 for an inactive split.
+inline double tail_split_time_share(const TailSplit& t) {
+  if (!t.active()) return 1.0;
+  const double rounds = static_cast<double>(t.main_tiles) / t.sm_count;
+  const double longest = static_cast<double>((t.work() + t.chunks - 1) / t.chunks);
+  return (rounds + (longest + kTailOverheadBlocks) / t.key_blocks) / (rounds + 1.0);
+}
+
 // Workspace of a tail split: per (tail tile, part, consumer warpgroup, warp) one record of
 // 32 lanes x (d/2 O values + row max and row sum of the lane's two rows), fp32, lane-interleaved
 // float4s; then per (tail tile, consumer warpgroup, warp) a 32-bit arrival counter, cleared by

@@ -750,9 +750,21 @@ TEST(GateFamily, AutoSplitsGiveWayToAnUnsplitCallsOwnTiles) {
   EXPECT_EQ(resolve_splits_for(KernelFamily::kPortableMma, p, dev, 0),
             choose_num_splits(p, dev, tiles_for(KernelFamily::kPortableMma, p)))
       << "the portable tiles do not change with G";
-  // (1,12,12,3072,32768,128): the split still wins (G = 4 1.04 ms, G = 1 1.19 ms).
+  // (1,12,12,3072,32768,128): the heuristic's G = 4 (0.907 ms) gives way to an unsplit call on
+  // the same 128-row tiles, whose last round runs as a tail split (0.814 ms).
   p.b = 1; p.h = p.hk = 12; p.sq = 3072; p.sk = 32768;
-  EXPECT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 0), 4);
+  ASSERT_EQ(choose_num_splits(p, dev, tiles_for(KernelFamily::kHopperWgmma, p)), 4);
+  EXPECT_EQ(tiles_for_run(KernelFamily::kHopperWgmma, p, dev.sm_count, 1).block_m, 128);
+  EXPECT_TRUE(tail_split_for_run(KernelFamily::kHopperWgmma, p,
+                                 tiles_for_run(KernelFamily::kHopperWgmma, p, dev.sm_count, 1),
+                                 dev.sm_count, 1)
+                  .active());
+  EXPECT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 0), 1);
+  // (4,12,12,1536,131072,128): G = 5 (7.17 ms) stays against G = 1 on 192-row tiles with a tail
+  // split (6.99 ms), which the row cost weighs above it.
+  p.b = 4; p.sq = 1536; p.sk = 131072;
+  EXPECT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 0), 5);
+  p.b = 1;
   // The other way round at d=64: (1,8,8,2048,4096) splits on 192-row tiles (G = 3, 0.061 ms)
   // where an unsplit call runs 128 rows (0.054 ms).
   p.d = 64; p.h = p.hk = 8; p.sq = 2048; p.sk = 4096;

@@ -119,6 +119,16 @@ TEST(TailSplit, StaysOffWhereItCannotPay) {
   EXPECT_TRUE(plan_tail_split(2LL * 132 + 60, 64, 132).active());
 }
 
+TEST(TailSplit, TimeShareCountsTheBusiestChunkInPlaceOfTheLastRound) {
+  // 288 tiles of 256 key blocks on 132 SMs: 2 rounds, then 24 tiles (6144 units) in 132 chunks
+  // of at most 47 units, each with a piece's overhead, against a third round.
+  const TailSplit t = plan_tail_split(288, 256, 132);
+  ASSERT_TRUE(t.active());
+  EXPECT_NEAR(tail_split_time_share(t), (2.0 + (47.0 + kTailOverheadBlocks) / 256.0) / 3.0, 1e-12);
+  EXPECT_LT(tail_split_time_share(t), 0.75);
+  EXPECT_EQ(tail_split_time_share(TailSplit{}), 1.0) << "no tail split, no share";
+}
+
 TEST(TailSplit, WorkspaceHoldsOneRecordPerPieceAndWarp) {
   const TailSplit t = plan_tail_split(2048, 64, 132);
   ASSERT_TRUE(t.active());
