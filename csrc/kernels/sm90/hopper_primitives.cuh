@@ -248,6 +248,13 @@ template <int RowBytes>
 __device__ __forceinline__ uint64_t desc_mn_major(uint32_t addr, uint32_t slab_bytes) {
   return smem_desc<RowBytes>(addr, slab_bytes, 8 * RowBytes);
 }
+// The MN-major descriptor whose low word (start address and leading offset) is `low`, of the
+// operand `bytes` (a multiple of 16) further on, as desc_k_major_at.
+template <int RowBytes>
+__device__ __forceinline__ uint64_t desc_mn_major_at(uint32_t low, uint32_t slab_bytes,
+                                                     uint32_t bytes) {
+  return (desc_mn_major<RowBytes>(0, slab_bytes) & 0xFFFFFFFF00000000ull) | (low + (bytes >> 4));
+}
 
 // Transposes the 4 x 4 matrix of 32-bit words a quad's lanes hold a row of each: lane q's
 // x[k] becomes lane k's x[q]. The 2 x 2 blocks off the diagonal swap between lanes q and q ^ 2,

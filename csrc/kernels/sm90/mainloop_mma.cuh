@@ -65,26 +65,28 @@ struct FwdConsumer {
   // S = Q K^T for the block in `stage`: D/16 k-steps, each 32 B further along a slab's rows.
   __device__ __forceinline__ void issue_qk(int stage) {
     constexpr int kRowBytes = Tiles::kSlabRowBytes, kStepsPerSlab = Tiles::kSlabCols / 16;
-    const uint32_t k_addr = k_base + stage * Tiles::kTileBytesKV;
+    // The stage's K descriptor is made once; each k-step adds its offset to the start address.
+    const uint32_t k_low = desc_k_major_low<kRowBytes>(k_base + stage * Tiles::kTileBytesKV);
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
       const uint32_t offset = (kk % kStepsPerSlab) * 32u;
       const int slab = kk / kStepsPerSlab;
-      wgmma_qk<Elem>(
-          s, desc_k_major_at<kRowBytes>(q_desc_low, slab * Tiles::kSlabBytesQ + offset),
-          desc_k_major<kRowBytes>(k_addr + slab * Tiles::kSlabBytesKV + offset), kk > 0);
+      wgmma_qk<Elem>(s, desc_k_major_at<kRowBytes>(q_desc_low, slab * Tiles::kSlabBytesQ + offset),
+                     desc_k_major_at<kRowBytes>(k_low, slab * Tiles::kSlabBytesKV + offset),
+                     kk > 0);
     }
     wgmma_commit();
   }
   // O += P V for the block in `stage`: 16 keys per k-step = 16 slab rows further on.
   __device__ __forceinline__ void issue_pv(int stage) {
     constexpr int kRowBytes = Tiles::kSlabRowBytes;
-    const uint32_t v_addr = v_base + stage * Tiles::kTileBytesV;
+    const uint32_t v_low = static_cast<uint32_t>(
+        desc_mn_major<kRowBytes>(v_base + stage * Tiles::kTileBytesV, Tiles::kSlabBytesKV));
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)
       wgmma_pv<Elem, kHeadDimV>(
-          o, pa[kk], desc_mn_major<kRowBytes>(v_addr + kk * 16 * kRowBytes, Tiles::kSlabBytesKV),
-          1);
+          o, pa[kk],
+          desc_mn_major_at<kRowBytes>(v_low, Tiles::kSlabBytesKV, kk * 16 * kRowBytes), 1);
     wgmma_commit();
   }
   __device__ __forceinline__ void release(uint64_t* empty) { warp_release(empty, th.lane); }
