@@ -760,11 +760,6 @@ TEST(GateFamily, AutoSplitsGiveWayToAnUnsplitCallsOwnTiles) {
                                  dev.sm_count, 1)
                   .active());
   EXPECT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 0), 1);
-  // (4,12,12,1536,131072,128): G = 5 (7.17 ms) stays against G = 1 on 192-row tiles with a tail
-  // split (6.99 ms), which the row cost weighs above it.
-  p.b = 4; p.sq = 1536; p.sk = 131072;
-  EXPECT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 0), 5);
-  p.b = 1;
   // The other way round at d=64: (1,8,8,2048,4096) splits on 192-row tiles (G = 3, 0.061 ms)
   // where an unsplit call runs 128 rows (0.054 ms).
   p.d = 64; p.h = p.hk = 8; p.sq = 2048; p.sk = 4096;
