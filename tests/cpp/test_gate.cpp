@@ -754,11 +754,9 @@ TEST(GateFamily, AutoSplitsGiveWayToAnUnsplitCallsOwnTiles) {
   // the same 128-row tiles, whose last round runs as a tail split (0.814 ms).
   p.b = 1; p.h = p.hk = 12; p.sq = 3072; p.sk = 32768;
   ASSERT_EQ(choose_num_splits(p, dev, tiles_for(KernelFamily::kHopperWgmma, p)), 4);
-  EXPECT_EQ(tiles_for_run(KernelFamily::kHopperWgmma, p, dev.sm_count, 1).block_m, 128);
-  EXPECT_TRUE(tail_split_for_run(KernelFamily::kHopperWgmma, p,
-                                 tiles_for_run(KernelFamily::kHopperWgmma, p, dev.sm_count, 1),
-                                 dev.sm_count, 1)
-                  .active());
+  const TileConfig unsplit = tiles_for_run(KernelFamily::kHopperWgmma, p, dev.sm_count, 1);
+  EXPECT_EQ(unsplit.block_m, 128);
+  EXPECT_TRUE(tail_split_for_run(KernelFamily::kHopperWgmma, p, unsplit, dev.sm_count, 1).active());
   EXPECT_EQ(resolve_splits_for(KernelFamily::kHopperWgmma, p, dev, 0), 1);
   // The other way round at d=64: (1,8,8,2048,4096) splits on 192-row tiles (G = 3, 0.061 ms)
   // where an unsplit call runs 128 rows (0.054 ms).
