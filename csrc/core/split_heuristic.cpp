@@ -75,9 +75,15 @@ double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
                                (d + 1.0) * kPartialBytes * g;  // all g splits' partials
   const double split_bytes = g > 1 ? partial_bytes : 0.0;
   const double imbalance = narrow ? 0.0 : c.one_wave_imbalance;
+  // A narrow grid's blocks start and end together, a wave at a time: past the first wave, each
+  // wave's block overhead holds up the DRAM stream too (measured: (4,32,8,1,131072,128) ran
+  // 689 us at G = 8, one wave, against 716 us at G = 33, four).
+  const double wave_starts_us =
+      narrow ? (waves - 1.0) * overhead * iteration_us(tiles, problem.d, c) : 0.0;
   const double memory_us = (kv_bytes + qo_bytes + split_bytes) / c.dram_bytes_per_us *
-                           (1.0 + imbalance / waves) *
-                           (1.0 + c.partial_wave_penalty * (waves / (blocks / slots) - 1.0));
+                               (1.0 + imbalance / waves) *
+                               (1.0 + c.partial_wave_penalty * (waves / (blocks / slots) - 1.0)) +
+                           wave_starts_us;
 
   const double batches = combine_batches(g);
   const double split_us = narrow ? (g > 1 ? c.narrow_chunk_latency_us * batches : 0.0)

@@ -94,8 +94,9 @@ long double formula_us(const AttnProblem& p, const TileConfig& t, int sm_count, 
   const long double kv = 4.0L * p.b * p.hk * p.sk * p.d, qo = 4.0L * p.b * p.h * p.sq * p.d;
   const long double partials = 4.0L * p.b * p.h * p.sq * (p.d + 1) * g;
   const long double memory = (kv + qo + (g > 1 ? partials : 0)) / c.dram_bytes_per_us *
-                             (1 + (narrow ? 0 : c.one_wave_imbalance) / waves) *
-                             (1 + c.partial_wave_penalty * (waves / (blocks / slots) - 1));
+                                 (1 + (narrow ? 0 : c.one_wave_imbalance) / waves) *
+                                 (1 + c.partial_wave_penalty * (waves / (blocks / slots) - 1)) +
+                             (narrow ? (waves - 1) * overhead * iteration : 0);
   // Narrow tiles pay the combine's latency per batch of loads of a row's busiest thread: 8
   // splits per batch, the splits dealt to the fewest of 1, 2, 4, ... 32 threads that leave each
   // at most 8 (combine_math.h), so ceil(ceil(g / lanes) / 8) batches.
