@@ -1,13 +1,19 @@
 """No data-dependent slow paths: flashsplit's forward on adversarial inputs (scores rising or
 falling along the keys, attention-sink rows; _timing.adversarial_qkv) against the same shapes
-on random inputs, timed in one interleaved measurement per shape. Prints each kind's time over
-the random one's (> 1.03 flags a slow path).
+on random inputs, timed interleaved. Prints each kind's time over the random one's (> 1.03
+flags a slow path).
+
+Where a tensor lies in memory moves a memory-bound call's time too: a decode call of 55 us read
+up to 4% apart on two allocations of the same random values. So each kind's inputs are copied
+into several allocations (--copies) that the repetitions rotate through, and a shape's ratios
+are the median over --runs interleaved measurements: what is left to differ is the data.
 
     python benchmarks/bench_adversarial.py [--out DIR]
 """
 
 import argparse
 import os
+import statistics
 import sys
 from collections import OrderedDict
 
@@ -29,6 +35,10 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--copies", type=int, default=4,
+                   help="allocations of each kind's inputs the repetitions rotate through")
+    p.add_argument("--runs", type=int, default=3,
+                   help="interleaved measurements per shape; the ratios are their median")
     p.add_argument("--out", default=None, help="directory for bench_adversarial.csv")
     return p.parse_args(argv)
 
@@ -40,22 +50,30 @@ def main(argv=None):
     rows, table = [], []
     for shape in SHAPES:
         b, h, hk, sq, sk, d, causal = shape
-        inputs = OrderedDict((kind, T.adversarial_qkv(torch, kind, b, h, hk, sq, sk, d,
-                                                      torch.bfloat16))
-                             for kind in T.ADVERSARIAL_KINDS)
-        fns = [(lambda qkv=qkv: flashsplit.flash_attn_func(*qkv, causal=causal))
-               for qkv in inputs.values()]
-        timings = T.time_cuda_interleaved(torch, fns, [()], args.warmup, args.reps)
-        base = timings[0]["median_ms"]
-        cells = [",".join(map(str, shape)), f"{base * 1e3:.1f}"]
-        for kind, timing in zip(inputs, timings):
-            rows.append(OrderedDict(shape=",".join(map(str, shape)), kind=kind,
-                                    ms=timing["median_ms"], p10_ms=timing["p10_ms"],
-                                    p90_ms=timing["p90_ms"], vs_random=timing["median_ms"] / base))
+        inputs = OrderedDict()
+        for kind in T.ADVERSARIAL_KINDS:
+            qkv = T.adversarial_qkv(torch, kind, b, h, hk, sq, sk, d, torch.bfloat16)
+            inputs[kind] = [qkv] + [tuple(x.clone() for x in qkv) for _ in range(args.copies - 1)]
+        # Call i of a kind reads copy i mod --copies: every kind rotates through its allocations.
+        fns = [(lambda copy, kind=kind: flashsplit.flash_attn_func(*inputs[kind][copy],
+                                                                   causal=causal))
+               for kind in inputs]
+        copies = [(c,) for c in range(args.copies)]
+        runs = [T.time_cuda_interleaved(torch, fns, copies, args.warmup, args.reps)
+                for _ in range(args.runs)]
+        ms = [statistics.median(run[f]["median_ms"] for run in runs) for f in range(len(fns))]
+        ratios = [statistics.median(run[f]["median_ms"] / run[0]["median_ms"] for run in runs)
+                  for f in range(len(fns))]
+        cells = [",".join(map(str, shape)), f"{ms[0] * 1e3:.1f}"]
+        for f, kind in enumerate(inputs):
+            each_run = [run[f]["median_ms"] / run[0]["median_ms"] for run in runs]
+            rows.append(OrderedDict(shape=",".join(map(str, shape)), kind=kind, ms=ms[f],
+                                    vs_random=ratios[f],
+                                    vs_random_runs=" ".join(f"{x:.3f}" for x in each_run)))
             if kind != "random":
-                cells.append(f"{timing['median_ms'] / base:.3f}")
+                cells.append(f"{ratios[f]:.3f}")
         table.append(cells)
-        del inputs
+        del inputs, fns
         torch.cuda.empty_cache()
     print(T.format_table(table, ["b,h,hk,sq,sk,d,causal", "random us"] +
                          [f"{k}/random" for k in T.ADVERSARIAL_KINDS[1:]]))
