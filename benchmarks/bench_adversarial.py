@@ -4,7 +4,7 @@ on random inputs, timed interleaved. Prints each kind's time over the random one
 flags a slow path).
 
 Where a tensor lies in memory moves a memory-bound call's time too: a decode call of 55 us read
-up to 4% apart on two allocations of the same random values. So each kind's inputs are copied
+up to 1.7% apart on two allocations of the same random values. So each kind's inputs are copied
 into several allocations (--copies) that the repetitions rotate through, and a shape's ratios
 are the median over --runs interleaved measurements: what is left to differ is the data.
 
