@@ -75,9 +75,9 @@ double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
                                (d + 1.0) * kPartialBytes * g;  // all g splits' partials
   const double split_bytes = g > 1 ? partial_bytes : 0.0;
   const double imbalance = narrow ? 0.0 : c.one_wave_imbalance;
-  // A narrow grid's blocks start and end together, a wave at a time: past the first wave, each
-  // wave's block overhead holds up the DRAM stream too (measured: (4,32,8,1,131072,128) ran
-  // 689 us at G = 8, one wave, against 716 us at G = 33, four).
+  // Past a narrow grid's first wave, each wave's block overhead (first loads, epilogue) is paid
+  // on the DRAM stream too: more, shorter blocks stream the same bytes more slowly (measured:
+  // (4,32,8,1,131072,128) ran 689 us at G = 8, one wave, against 716 us at G = 33, four).
   const double wave_starts_us =
       narrow ? (waves - 1.0) * overhead * iteration_us(tiles, problem.d, c) : 0.0;
   const double memory_us = (kv_bytes + qo_bytes + split_bytes) / c.dram_bytes_per_us *

@@ -85,8 +85,8 @@ struct SplitHeuristicConstants {
 // waves = ceil(grid_blocks * g / slots), slots = SMs (x slots_per_sm_narrow for narrow tiles);
 // memory = (K and V once per k/v head + Q + O + [g > 1] partials written) / bandwidth,
 //          scaled by the one-wave imbalance (wide tiles) and partial-wave penalty above,
-//          + (waves - 1) * narrow_block_overhead * iteration time for narrow tiles (the blocks
-//          of a wave start together, so past the first wave their overhead stalls the stream);
+//          + (waves - 1) * narrow_block_overhead * iteration time for narrow tiles (past the
+//          first wave, each wave's block overhead is paid on the DRAM stream too);
 // split cost = split_latency_us * g (wide) or [g > 1] narrow_chunk_latency_us * combine_batches
 //              (narrow),
 // combine = combine_us (wide) or narrow_combine_us (narrow).
