@@ -61,8 +61,8 @@ double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
   const double overhead = narrow        ? c.narrow_block_overhead
                           : tiles.wgmma ? c.block_overhead_hopper
                                         : c.block_overhead;
-  const double block_us =
-      (static_cast<double>(per_split) + overhead) * iteration_us(tiles, problem.d, c);
+  const double iteration = iteration_us(tiles, problem.d, c);
+  const double block_us = (static_cast<double>(per_split) + overhead) * iteration;
   const bool co_resident = !narrow && tiles.blocks_per_sm >= 2 && waves >= 2;
   double compute_us = waves * block_us / (co_resident ? c.co_resident_speedup : 1.0);
   const double per_sm = blocks / device.sm_count;
@@ -78,8 +78,7 @@ double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
   // Past a narrow grid's first wave, each wave's block overhead (first loads, epilogue) is paid
   // on the DRAM stream too: more, shorter blocks stream the same bytes more slowly (measured:
   // (4,32,8,1,131072,128) ran 689 us at G = 8, one wave, against 716 us at G = 33, four).
-  const double wave_starts_us =
-      narrow ? (waves - 1.0) * overhead * iteration_us(tiles, problem.d, c) : 0.0;
+  const double wave_starts_us = narrow ? (waves - 1.0) * overhead * iteration : 0.0;
   const double memory_us = (kv_bytes + qo_bytes + split_bytes) / c.dram_bytes_per_us *
                                (1.0 + imbalance / waves) *
                                (1.0 + c.partial_wave_penalty * (waves / (blocks / slots) - 1.0)) +
