@@ -151,6 +151,11 @@ MEMCHECK_CASES = [
     Case("bf16-d128-decode-G3-paged16", "bf16", 128, False, 3, 1, 300, 8, 2, 3, "paged16"),
     Case("fp16-d64-decode-auto-paged8", "fp16", 64, False, 2, 1, 777, 4, 4, 0, "paged8"),
     Case("bf16-d128-causal-G2-paged7-wide", "bf16", 128, True, 2, 12, 200, 8, 2, 2, "paged7"),
+    # The narrow tile with key warps (48 decode blocks left to the heuristic on the H100's 132
+    # SMs): a last key block ending inside a warp's part, the warps' merge, paged runs.
+    Case("bf16-d64-decode-auto-key-warps", "bf16", 64, False, 48, 1, 777, 4, 1, 0, "contiguous"),
+    Case("fp16-d128-decode-auto-key-warps-paged16", "fp16", 128, False, 24, 1, 300, 8, 2, 0,
+         "paged16"),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64, and a short GQA
 # query block packed into its rows), the portable wide tile and the narrow tile (decode).
@@ -170,6 +175,9 @@ RACECHECK_CASES = [
     Case("race-bf16-d128-causal-G2-hopper-packed", "bf16", 128, True, 1, 9, 300, 32, 8, 2,
          "contiguous", 128),
     Case("race-fp16-d128-decode-G2-narrow", "fp16", 128, False, 1, 1, 150, 4, 2, 2,
+         "contiguous"),
+    # Key warps: the warps' states meet in the K/V stages once the walk is done.
+    Case("race-fp16-d128-decode-auto-key-warps", "fp16", 128, False, 48, 1, 300, 2, 1, 0,
          "contiguous"),
     Case("race-bf16-d96-causal-G1-hopper", "bf16", 96, True, 1, 200, 300, 2, 2, 1, "contiguous"),
     Case("race-fp16-d128-causal-G1-hopper-running-max", "fp16", 128, True, 1, 130, 4200, 1, 1, 1,

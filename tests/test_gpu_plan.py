@@ -24,7 +24,8 @@ SHAPES = [
     (4, 32, 32, 4096, 4096, 64, True, 1, "causal tiles drawn from a counter in groups"),
     (1, 8, 8, 8192, 8192, 128, True, 0, "one block per tile and running max"),
     (1, 16, 16, 128, 65535, 64, False, 0, "split prefill and the combine"),
-    (8, 32, 8, 1, 16384, 128, False, 0, "decode on the narrow portable tile"),
+    (8, 32, 8, 1, 16384, 128, False, 3, "decode on the narrow portable tile, forced split"),
+    (16, 8, 8, 1, 2048, 64, False, 0, "decode on the narrow tile with key warps"),
     (2, 32, 8, 40, 3000, 64, True, 3, "GQA rows packed in Hopper tiles, forced split"),
     (2, 24, 4, 40, 3000, 96, True, 3, "GQA rows of d=96 packed in portable tiles, forced split"),
     (2, 40, 8, 30, 3000, 128, True, 0, "a group of 5 packed in 125 Hopper tile rows"),
@@ -91,11 +92,14 @@ def test_the_shapes_cover_every_walk(request):
             seen.add("tail")
         if plan["num_splits"] > 1:
             seen.add(("split", plan["kernel"]))
+        if details["key_warps"] > 1:
+            seen.add("key_warps")
         if not details["persistent"] and plan["kernel"] == "hopper_wgmma":
             seen.add("one block per tile")
     expected = {("hopper_wgmma", 128), ("hopper_wgmma", 192), ("hopper_wgmma", 256),
                 ("portable_mma", 16), ("portable_mma", 128), "carry", "rotate_rounds",
-                "tile_counter", "persistent", "running_max", "tail", ("split", "hopper_wgmma"),
+                "tile_counter", "persistent", "running_max", "tail", "key_warps",
+                ("split", "hopper_wgmma"),
                 ("split", "portable_mma"), "one block per tile", ("packs_heads", "hopper_wgmma"),
                 ("packs_heads", "portable_mma")}
     assert expected <= seen, expected - seen

@@ -117,6 +117,67 @@ def test_kvcache_decode_appends_and_attends(dtype, d, paged, sq):
                 assert (kc[i, lens[i] + sq:] == POISON).all(), what + ": cache past the append"
 
 
+def _expects_key_warps(blocks):
+    """Whether the plan gives `blocks` unsplit narrow blocks key warps on this GPU (the rule of
+    core/portable_tiles.h: from a third of the SMs' count to one and a half times it)."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    return 3 * blocks >= sms and 2 * blocks <= 3 * sms
+
+
+@pytest.mark.parametrize("sq", [1, 3])
+@pytest.mark.parametrize("paged", [None, 16, 64], ids=["contiguous", "page16", "page64"])
+@pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_kvcache_decode_on_the_key_warp_tile(dtype, d, paged, sq):
+    """16 sequences x 4 k/v heads of 0 to 2047 cached keys (shorter than one warp's part of a
+    key block, across parts and blocks) left to the heuristic: on the portable kernels the
+    narrow tile with key warps, whose warps merge their softmax states; num_splits=1 runs the
+    one-warp tile. Both against naive_attention, with poison past every sequence's keys."""
+    b, s, h, hk = 16, 2048, 16, 4
+    lens = [0, 1, 5, 31, 33, 63, 64, 65, 127, 129, 255, 257, 700, 1000, 1500, 2047 - sq]
+    gen = torch.Generator().manual_seed(d + sq + (paged or 0))
+    k_cache, v_cache = (_poisoned_cache(b, s, hk, d, lens, dtype, gen) for _ in range(2))
+    q = torch.randn(b, sq, h, d, generator=gen).to("cuda", dtype)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    expected_k = [k_cache[i, :n] for i, n in enumerate(lens)]
+    expected_v = [v_cache[i, :n] for i, n in enumerate(lens)]
+    table = None
+    if paged:
+        k_cache, table = to_pages(torch.cat(expected_k), lens, paged, torch.Generator().manual_seed(3))
+        v_cache, _ = to_pages(torch.cat(expected_v), lens, paged, torch.Generator().manual_seed(3))
+    max_keys = s if table is None else table.shape[1] * paged
+    seqs = Sequences(seqused_k=seqlens, block_table=table, max_seqlen_q=sq, max_seqlen_k=max_keys)
+    for num_splits in (0, 1):
+        decision = _native.sequence_gate_decision(q, k_cache, v_cache, seqs, True, num_splits)
+        if decision["kernel"] == PORTABLE and decision["details"]["block_m"] == 16:
+            key_warps = 4 if num_splits == 0 and _expects_key_warps(b * hk) else 1
+            assert decision["details"]["key_warps"] == key_warps, decision
+        out, lse = flashsplit.flash_attn_with_kvcache(
+            q, k_cache, v_cache, cache_seqlens=seqlens, block_table=table, causal=True,
+            num_splits=num_splits, return_softmax_lse=True, strict=True)
+        for i in range(b):
+            high, low = naive_pair(q[i:i + 1], expected_k[i][None], expected_v[i][None],
+                                   causal=True)
+            what = f"seq {i} ({lens[i]} cached) G={num_splits}"
+            assert_within_tolerance(out[i:i + 1], high[0], low[0], dtype, what + " out")
+            assert_within_tolerance(lse[i:i + 1], high[1], low[1], dtype, what + " lse")
+
+
+@pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_dense_decode_on_the_key_warp_tile(dtype, d):
+    """flash_attn_func decode of 24 x 4 k/v heads over 3001 keys (a last key block that ends
+    inside one of its warps' parts), left to the heuristic and at fixed G."""
+    b, sk, h, hk = 24, 3001, 32, 4
+    gen = torch.Generator().manual_seed(d)
+    q, k, v = (torch.randn(b, n, heads, d, generator=gen).to("cuda", dtype)
+               for n, heads in ((1, h), (sk, hk), (sk, hk)))
+    decision = flashsplit.explain(q, k, v)
+    if decision["kernel"] == PORTABLE:
+        assert decision["details"]["key_warps"] == (4 if _expects_key_warps(b * hk) else 1)
+    _assert_dense_matches(q, k, v, False, dtype, f"decode d={d}")
+
+
 def _assert_dense_matches(q, k, v, causal, dtype, what):
     """flash_attn_func's out and lse at every G of SPLITS against naive_attention."""
     high, low = naive_pair(q, k, v, causal=causal)

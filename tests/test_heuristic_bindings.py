@@ -242,7 +242,12 @@ def test_binding_answers_what_explain_reports(shape, requested):
     g = H.resolve_splits_for(decision.family, problem, device, requested)
     assert g == explained["num_splits"]
     details = explained["details"]
-    tiles = H.tiles_for_run(decision.family, problem, device.sm_count, g)
+    if H.takes_key_warps_for_run(decision.family, problem, device.sm_count, requested):
+        tiles = H.key_warp_tiles(d)
+        assert g == 1 and tiles.key_warps == details["key_warps"] > 1
+    else:
+        tiles = H.tiles_for_run(decision.family, problem, device.sm_count, g)
+        assert details["key_warps"] == (0 if tiles.wgmma else 1)
     assert (tiles.block_m, tiles.block_n, tiles.blocks_per_sm) == \
         (details["block_m"], details["block_n"], details["blocks_per_sm"])
     assert H.forward_blocks(problem, tiles) == details["grid_blocks"]

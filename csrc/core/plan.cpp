@@ -43,6 +43,7 @@ SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& dev
 
 int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceInfo& device,
                        int requested, const SplitHeuristicConstants& constants) {
+  if (takes_key_warps_for_run(family, p, device.sm_count, requested)) return 1;
   const TileConfig modelled = tiles_for(family, p);
   const int g = resolve_num_splits(requested, p, device, modelled, constants);
   // The portable grid's y holds G blocks per chunk of 65535 (batch, k/v head) pairs.
@@ -70,6 +71,15 @@ TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const Ti
   const long long key_blocks = (p.sk + tiles.block_n - 1) / tiles.block_n;
   if (key_blocks >= (1LL << 30)) return TailSplit{};
   return plan_tail_split(tiles_total, static_cast<int>(key_blocks), sm_count);
+}
+
+bool takes_key_warps_for_run(KernelFamily family, const AttnProblem& p, int sm_count,
+                             int requested) {
+  if (family != KernelFamily::kPortableMma || requested != 0 || sm_count <= 0) return false;
+  const TileConfig narrow = tiles_for(family, p);
+  return narrow.block_m <= kNarrowMaxRows &&
+         sm80_takes_key_warps(forward_blocks(p.b, p.sq, p.h, p.hk, narrow), sm_count,
+                              static_cast<int>(p.d));
 }
 
 bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& p,
@@ -179,6 +189,9 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   }
   const KernelFamily family = plan.gate.family;
   plan.tiles = tiles_for_run(family, p, device.sm_count, plan.num_splits);
+  if (takes_key_warps_for_run(family, p, device.sm_count, wanted)) {
+    plan.tiles = sm80_key_warp_tile_config(static_cast<int>(p.d));  // unsplit: resolve_splits_for
+  }
   // Tiles that pack heads run the sequence instances (a dense call's sequence is its batch).
   plan.sequences = p.per_sequence || p.page_size > 0 ||
                    (family == KernelFamily::kHopperWgmma && plan.tiles.packs_heads);

@@ -58,6 +58,7 @@ struct LaunchPlan {
 struct LaunchRecord {
   KernelFamily family = KernelFamily::kNone;
   int block_m = 0, block_n = 0, num_splits = 0;
+  int key_warps = 0;         // the portable tile's key warps (0: a Hopper launch)
   bool packs_heads = false;  // the Hopper instance whose tiles pack a GQA group's heads
   bool carry = false, rotate_rounds = false, tile_counter = false, running_max = false;
   int tile_group = 0, tail_tiles = 0, tail_parts = 0;
@@ -102,6 +103,12 @@ int resolve_splits_for(KernelFamily family, const AttnProblem& problem, const De
 // without a causal mask, where plan_tail_split says it pays.
 TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& problem,
                              const TileConfig& tiles, int sm_count, int num_splits);
+
+// Whether a portable_mma call runs the narrow tile with key warps (sm80_takes_key_warps): only
+// where num_splits is left to the heuristic (requested = 0); it then runs unsplit (G = 1 from
+// resolve_splits_for).
+bool takes_key_warps_for_run(KernelFamily family, const AttnProblem& problem, int sm_count,
+                             int requested);
 
 // Whether a call on `tiles` carries S across tiles: only persistent Hopper launches of 128-row
 // ping-pong tiles carry at all.

@@ -15,6 +15,9 @@ struct TileConfig {
   bool packs_heads = true;
   // Hopper (wgmma) tiles: the split heuristic models them per 128 rows and 128 keys.
   bool wgmma = false;
+  // Portable narrow tile: warps that walk parts of each key block side by side over the same
+  // rows (block_n / key_warps keys each) and merge their softmax states at the end; 1 elsewhere.
+  int key_warps = 1;
 };
 
 // The portable kernels pack the h/hk query heads that share a k/v head into the rows of one

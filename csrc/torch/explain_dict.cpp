@@ -20,6 +20,9 @@ pybind11::dict plan_details(const LaunchPlan& plan, int64_t b, int64_t sq, int64
   // multi-token decode) or hold one head's rows.
   d["packs_heads"] = plan.tiles.packs_heads;
   d["split_block_n"] = plan.split_block_n;
+  // Warps that share a portable block's rows, each over its part of every key block (0 on
+  // Hopper tiles).
+  d["key_warps"] = plan.tiles.wgmma ? 0 : plan.tiles.key_warps;
   // What the heuristic weighed: thread blocks per split, and how many fit on one SM.
   d["grid_blocks"] = forward_blocks(b, sq, h, hk, plan.tiles);
   d["blocks_per_sm"] = plan.tiles.blocks_per_sm;
@@ -61,6 +64,7 @@ pybind11::dict launch_record_dict(const LaunchRecord& r) {
   d["block_m"] = r.block_m;
   d["block_n"] = r.block_n;
   d["packs_heads"] = r.packs_heads;
+  d["key_warps"] = r.key_warps;
   d["carry"] = r.carry;
   d["rotate_rounds"] = r.rotate_rounds;
   d["tile_counter"] = r.tile_counter;

@@ -214,13 +214,14 @@ std::string tiles_repr(const TileConfig& t) {
          ", blocks_per_sm=" + std::to_string(t.blocks_per_sm) +
          ", m_tiles=" + std::to_string(t.m_tiles) +
          ", packs_heads=" + (t.packs_heads ? "True" : "False") +
-         ", wgmma=" + (t.wgmma ? "True" : "False") + ")";
+         ", wgmma=" + (t.wgmma ? "True" : "False") +
+         ", key_warps=" + std::to_string(t.key_warps) + ")";
 }
 
 bool same_tiles(const TileConfig& a, const TileConfig& b) {
   return a.block_m == b.block_m && a.block_n == b.block_n && a.warps == b.warps &&
          a.blocks_per_sm == b.blocks_per_sm && a.m_tiles == b.m_tiles &&
-         a.packs_heads == b.packs_heads && a.wgmma == b.wgmma;
+         a.packs_heads == b.packs_heads && a.wgmma == b.wgmma && a.key_warps == b.key_warps;
 }
 
 // Where constants are not given, the core's own default argument is used, so the Python call
@@ -318,6 +319,7 @@ void bind_descriptions(py::module_& h) {
       .def_readonly("m_tiles", &TileConfig::m_tiles)
       .def_readonly("packs_heads", &TileConfig::packs_heads)
       .def_readonly("wgmma", &TileConfig::wgmma)
+      .def_readonly("key_warps", &TileConfig::key_warps)
       .def("__eq__", &same_tiles, py::is_operator())
       .def("__repr__", &tiles_repr);
 
@@ -402,6 +404,18 @@ void bind_split_rules(py::module_& h) {
         "The tiles a call of num_splits splits runs on sm_count SMs (explain()'s block_m, "
         "block_n and blocks_per_sm).",
         py::arg("family"), py::arg("problem"), py::arg("sm_count"), py::arg("num_splits"));
+
+  h.def("takes_key_warps_for_run",
+        [](const std::string& family, const AttnProblem& p, int sm_count, int requested) {
+          return takes_key_warps_for_run(family_named(family), p, sm_count, requested);
+        },
+        "Whether the call runs the sm80 narrow tile with key warps, unsplit (explain()'s "
+        "key_warps > 1): only where num_splits is left to the heuristic.",
+        py::arg("family"), py::arg("problem"), py::arg("sm_count"), py::arg("requested"));
+
+  h.def("key_warp_tiles", &sm80_key_warp_tile_config,
+        "The sm80 narrow tile with key warps at this head dim (block_m 0 where there is none).",
+        py::arg("head_dim"));
 
   h.def("forward_blocks",
         [](const AttnProblem& p, const TileConfig& t) {

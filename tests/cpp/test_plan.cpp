@@ -250,6 +250,47 @@ TEST(Plan, PortableGridPacksHeadsAndSplits) {
   EXPECT_FALSE(plan.tail.active());
 }
 
+TEST(Plan, UnsplitNarrowGridsOfAThirdToOneAndAHalfSmCountsRunKeyWarps) {
+  // The H100's 132 SMs: 44 to 198 (batch, k/v head) blocks of decode take the key-warp tile,
+  // unsplit, where the heuristic is asked; fewer or more keep the one-warp tile.
+  for (int64_t d : {64, 128}) {
+    for (int64_t b : {10, 11, 30, 49, 50}) {
+      const AttnProblem p = problem(b, 32, 4, 1, 8192, d, false);
+      const bool expected = b * 4 >= 44 && b * 4 <= 198;
+      EXPECT_EQ(takes_key_warps_for_run(KernelFamily::kPortableMma, p, 132, 0), expected) << b;
+      const LaunchPlan plan = plan_of(p);
+      ASSERT_EQ(plan.gate.family, KernelFamily::kPortableMma);
+      EXPECT_EQ(plan.tiles.key_warps, expected ? kSm80KeyWarps : 1) << b << " d=" << d;
+      if (!expected) continue;
+      const TileConfig tiles = sm80_key_warp_tile_config(static_cast<int>(d));
+      EXPECT_EQ(plan.tiles.block_n, tiles.block_n);
+      EXPECT_EQ(tiles.block_n, portable_tile_config(static_cast<int>(d), true).block_n * 4);
+      EXPECT_EQ(plan.num_splits, 1);
+      EXPECT_EQ(plan.forward_grid.x, 1);
+      EXPECT_EQ(plan.forward_grid.y, 1);
+      EXPECT_EQ(plan.forward_grid.z, b * 4);
+      EXPECT_EQ(plan.combine_grid.x, 0);
+      // A fixed num_splits keeps the one-warp tile (batch invariance).
+      for (long long requested : {1LL, 3LL}) {
+        const LaunchPlan fixed = plan_of(p, requested);
+        EXPECT_EQ(fixed.tiles.key_warps, 1);
+        EXPECT_EQ(fixed.num_splits, requested);
+      }
+    }
+  }
+  // Head dims without the tile, the wide tile, and the gfx9 policy keep one warp a block's keys.
+  EXPECT_FALSE(takes_key_warps_for_run(KernelFamily::kPortableMma,
+                                       problem(16, 32, 4, 1, 8192, 96, false), 132, 0));
+  EXPECT_FALSE(takes_key_warps_for_run(KernelFamily::kPortableMma,
+                                       problem(16, 32, 4, 64, 8192, 128, false), 132, 0));
+  EXPECT_FALSE(takes_key_warps_for_run(KernelFamily::kPortableMfma,
+                                       problem(16, 32, 4, 1, 8192, 128, false), 304, 0));
+  EXPECT_EQ(make_launch_plan(problem(30, 32, 4, 1, 8192, 128, false), mi300x(), amd_build(),
+                             PlanOptions{}, 0)
+                .tiles.key_warps,
+            1);
+}
+
 TEST(Plan, MultiTokenDecodeOfUpTo32PackedRowsRunsTheNarrowTile) {
   // The portable kernels (Hopper's off): 8 query tokens of a group of 4 are 32 packed rows,
   // two narrow row tiles per k/v head.

@@ -82,6 +82,7 @@ struct Policy {
   static constexpr int kHeadDim = D;
   static constexpr int kBlockM = kConfig.block_m;
   static constexpr int kBlockN = kConfig.block_n;
+  static constexpr int kKeyWarps = 1, kStageKeys = kBlockN;  // every wave walks the whole block
   static constexpr int kWaves = kConfig.warps;
   static constexpr int kThreads = 64 * kWaves;
   // Waves per SIMD the registers allow: two for wide tiles; the narrow tile's LDS admits two

@@ -10,11 +10,20 @@
 // the mask, the online softmax (core/online_softmax.h), O += P V. The epilogue writes the output
 // (G = 1) or the split's fp32 partial and LSE_g for the combine (kernels/fwd_common.cuh).
 //
+// A policy may split each key block among key warps (the sm80 narrow tile with key warps): the
+// warps hold the same rows, each computes on its part of every block the block's threads copy
+// together, and at the end they fold their softmax states into the first (merge_key_warps),
+// which writes the rows.
+//
 // The policy owns what the hardware decides: the tile shape, shared memory and the copies into
 // it (Policy::Pipeline), the fragments and the matrix op, which rows and keys each thread's
 // accumulator registers hold, and the lane reductions over a row. Policies: sm80/policy.cuh
 // (mma.sync, warp32) and gfx9/policy.h (MFMA, wave64). What a policy provides:
-//   Elem, kHeadDim, kBlockM, kBlockN, kThreads, kMinOccupancy (FS_LAUNCH_BOUNDS), kDynamicSmemBytes,
+//   Elem, kHeadDim, kBlockM, kThreads, kMinOccupancy (FS_LAUNCH_BOUNDS), kDynamicSmemBytes,
+//   kStageKeys, kKeyWarps, kBlockN
+//                          keys per key block, the key warps (the outermost of the block's
+//                          threads) that share it, and the keys of one warp's part
+//   merge_scratch()        shared memory for the key warps' states (kKeyWarps > 1 only)
 //   kPagedSmemBytes        what a paged call's Pipeline adds to the dynamic shared memory
 //   Lanes                  this thread's place in the block (from threadIdx)
 //   kRows, thread_row      the query rows a thread holds: row i is tile row thread_row(lanes, i)
@@ -27,7 +36,7 @@
 //   QFragment, read_q      Q in registers, once per tile (sign-flipped for a negative scale)
 //   qk(s, q, pipe, lanes)  S = Q K^T on the current block; pv(o, s, pipe, lanes): O += P V
 //   Pipeline<Layout>       prologue / fetch / wait_landed / scores_done (K read for this block) /
-//                          release around the key-block walk
+//                          release around the key-block walk; k_tile / v_tile of a warp's part
 #pragma once
 
 #include <float.h>
@@ -89,13 +98,24 @@ __device__ __forceinline__ TileWork locate_tile(const AttnFwdParams& p) {
   return t;
 }
 
-// -inf at the keys of block n a row may not see (only on blocks that hold such keys).
+// The key warp this thread belongs to (0 where a warp walks whole key blocks).
+template <class Policy>
+__device__ __forceinline__ int key_warp() {
+  if constexpr (Policy::kKeyWarps == 1) {
+    return 0;
+  } else {
+    return static_cast<int>(threadIdx.x) / (Policy::kThreads / Policy::kKeyWarps);
+  }
+}
+
+// -inf at the keys of this warp's part of block n a row may not see (only on parts that hold
+// such keys).
 template <class Policy, bool Causal>
 __device__ __forceinline__ void mask_scores(typename Policy::Scores& s, const Sequence& seq,
                                             const typename Policy::Lanes& lanes,
                                             const int (&queries)[Policy::kRows], int n,
                                             int first_query) {
-  const int n0 = n * Policy::kBlockN;
+  const int n0 = n * Policy::kStageKeys + key_warp<Policy>() * Policy::kBlockN;
   if (!block_needs_mask(n0, Policy::kBlockN, first_query, seq.sq, seq.sk, Causal)) return;
   const int lane_key = n0 + Policy::lane_key(lanes);
 #pragma unroll
@@ -172,13 +192,69 @@ __device__ __forceinline__ void walk_key_blocks(const AttnFwdParams& p, const Ti
   }
 }
 
+// Key warps: folds every warp's state into the first's, whose threads then hold the merged rows.
+// The warps' threads hold the same rows and columns at the same places, so thread t of each warp
+// folds element by element into thread t of the first: each state is rescaled from its warp's
+// running max to the rows' overall max, as the combine folds splits (a warp that saw no key of
+// a row adds nothing).
+template <class Policy>
+__device__ __forceinline__ void merge_key_warps(typename Policy::Output& o,
+                                                float (&row_max)[Policy::kRows],
+                                                float (&row_sum)[Policy::kRows], float scale_log2) {
+  constexpr int kRows = Policy::kRows, kRuns = Policy::kOutRuns, kRun = Policy::kOutRun;
+  constexpr int kWarpThreads = Policy::kThreads / Policy::kKeyWarps;
+  constexpr int kValues = kRows * (2 + kRuns * kRun);  // per thread: max, sum, output
+  const int warp = key_warp<Policy>(), t = static_cast<int>(threadIdx.x) % kWarpThreads;
+  float* const scratch = Policy::merge_scratch();  // [warp - 1][value][thread]
+  auto at = [&](int w, int i, int v) -> float& {
+    return scratch[((w - 1) * kValues + i * (2 + kRuns * kRun) + v) * kWarpThreads + t];
+  };
+  __syncthreads();  // every warp is done with the K/V stages the scratch overlays
+  if (warp != 0) {
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      at(warp, i, 0) = row_max[i];
+      at(warp, i, 1) = row_sum[i];
+#pragma unroll
+      for (int j = 0; j < kRuns; ++j)
+#pragma unroll
+        for (int e = 0; e < kRun; ++e) at(warp, i, 2 + j * kRun + e) = Policy::out(o, i, j, e);
+    }
+  }
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    float merged_max = row_max[i];
+#pragma unroll
+    for (int w = 1; w < Policy::kKeyWarps; ++w) merged_max = fmaxf(merged_max, at(w, i, 0));
+    const float base = softmax_base(merged_max, scale_log2);
+    const float own = fast_exp2(softmax_rescale_exponent(row_max[i], scale_log2, base));
+    row_sum[i] *= own;
+#pragma unroll
+    for (int j = 0; j < kRuns; ++j)
+#pragma unroll
+      for (int e = 0; e < kRun; ++e) Policy::out(o, i, j, e) *= own;
+#pragma unroll
+    for (int w = 1; w < Policy::kKeyWarps; ++w) {
+      const float f = fast_exp2(softmax_rescale_exponent(at(w, i, 0), scale_log2, base));
+      row_sum[i] += at(w, i, 1) * f;
+#pragma unroll
+      for (int j = 0; j < kRuns; ++j)
+#pragma unroll
+        for (int e = 0; e < kRun; ++e) Policy::out(o, i, j, e) += at(w, i, 2 + j * kRun + e) * f;
+    }
+    row_max[i] = merged_max;
+  }
+}
+
 template <class Policy, bool Causal, bool Split, KvLayout Layout>
 __global__ void FS_LAUNCH_BOUNDS(Policy::kThreads, Policy::kMinOccupancy)
     portable_fwd_kernel(const AttnFwdParams p) {
   using Elem = typename Policy::Elem;
   constexpr int kRows = Policy::kRows;
   allow_dependent_launch();  // the split path's combine may now be scheduled
-  const TileWork tile = locate_tile<Policy::kBlockM, Policy::kBlockN, Causal, Split, Layout>(p);
+  const TileWork tile = locate_tile<Policy::kBlockM, Policy::kStageKeys, Causal, Split, Layout>(p);
   if (!tile.has_work) return;
   const typename Policy::Lanes lanes;
   // The packed row of this thread's row i.
@@ -197,6 +273,10 @@ __global__ void FS_LAUNCH_BOUNDS(Policy::kThreads, Policy::kMinOccupancy)
     for (int i = 0; i < kRows; ++i) queries[i] = row_of(i).query;
     walk_key_blocks<Policy, Causal, Layout>(p, tile, lanes, queries, o, row_max, row_sum,
                                             scale_log2);
+  }
+  if constexpr (Policy::kKeyWarps > 1) {
+    merge_key_warps<Policy>(o, row_max, row_sum, scale_log2);
+    if (key_warp<Policy>() != 0) return;
   }
 
   // Epilogue: normalise, then write either the output or this split's partial.

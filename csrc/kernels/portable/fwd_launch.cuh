@@ -28,7 +28,8 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
   FS_LAUNCH_CHECK("portable_fwd_kernel launch");
   if (record != nullptr) {
     record->block_m = Policy::kBlockM;
-    record->block_n = Policy::kBlockN;
+    record->block_n = Policy::kStageKeys;
+    record->key_warps = Policy::kKeyWarps;
     record->packs_heads = true;  // every portable tile packs a GQA group's heads
     record->forward_grid = LaunchGrid{grid.x, grid.y, grid.z};
   }

@@ -9,10 +9,26 @@
 namespace flashsplit {
 namespace sm80 {
 
+// The policy's narrow and wide tiles, one warp to a row tile's keys.
+template <class Elem, int D, bool Narrow>
+using RowTilePolicy = Policy<Elem, D, Narrow>;
+
 template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                      LaunchRecord* record) {
-  portable::launch_attn_fwd<Policy, Elem, D>(params, plan, stream, record);
+  if (plan.tiles.key_warps > 1) {
+    if constexpr (D == 64 || D == 128) {
+      using KeyWarps = Policy<Elem, D, true, kSm80KeyWarps>;
+      if (plan.tiles.key_warps == KeyWarps::kKeyWarps &&
+          plan.tiles.block_n == KeyWarps::kStageKeys) {
+        return portable::launch_policy<KeyWarps>(params, plan, stream, record);
+      }
+    }
+    throw std::logic_error("flashsplit: no sm80 narrow tile of " +
+                           std::to_string(plan.tiles.key_warps) + " key warps over " +
+                           std::to_string(plan.tiles.block_n) + " keys at d=" + std::to_string(D));
+  }
+  portable::launch_attn_fwd<RowTilePolicy, Elem, D>(params, plan, stream, record);
 }
 
 }  // namespace sm80

@@ -201,25 +201,35 @@ __device__ __forceinline__ void load_packed_q(Elem* smem, const Elem* q, const A
   }
 }
 
-template <class ElemT, int D, bool Narrow>
+// KeyWarps > 1: the narrow tile with key warps (sm80_key_warp_tile_config), whose warps share
+// the rows and each compute on their part of a key block.
+template <class ElemT, int D, bool Narrow, int KeyWarps = 1>
 struct Policy {
   using Elem = ElemT;
-  static constexpr TileConfig kConfig = portable_tile_config(D, Narrow);
+  static constexpr TileConfig kConfig =
+      KeyWarps > 1 ? sm80_key_warp_tile_config(D) : portable_tile_config(D, Narrow);
   static constexpr int kHeadDim = D;
   static constexpr int kBlockM = kConfig.block_m;
-  static constexpr int kBlockN = kConfig.block_n;
+  static constexpr int kKeyWarps = kConfig.key_warps;
+  static constexpr int kStageKeys = kConfig.block_n;         // keys of a block, all key warps'
+  static constexpr int kBlockN = kStageKeys / kKeyWarps;     // keys one warp computes on
   static constexpr int kMTiles = kConfig.m_tiles;  // 16-row tiles per warp: a K/V fragment feeds each
   static constexpr int kThreads = kConfig.warps * 32;
   static constexpr int kMinOccupancy = kConfig.blocks_per_sm;  // blocks per SM
   // Q, plus two stages of (K, V) in dynamic shared memory: the next pair streams in while the
   // current one is used; kernels of paged k/v add their page-table slots (PageTable) behind.
-  static constexpr int kDynamicSmemBytes = (kBlockM + 4 * kBlockN) * D * 2;
-  static constexpr int kPagedSmemBytes = PageTable<kBlockN, kThreads>::kSmemBytes;
-  static_assert(kBlockM == 16 * kConfig.warps * kMTiles, "each warp owns kMTiles tiles of 16 rows");
+  static constexpr int kDynamicSmemBytes = (kBlockM + 4 * kStageKeys) * D * 2;
+  static constexpr int kPagedSmemBytes = PageTable<kStageKeys, kThreads>::kSmemBytes;
+  static_assert(KeyWarps == 1 || (Narrow && KeyWarps == kKeyWarps), "key warps on the narrow tile");
+  static_assert(kBlockM * kKeyWarps == 16 * kConfig.warps * kMTiles,
+                "each row warp owns kMTiles tiles of 16 rows");
   static_assert(kBlockN % 16 == 0, "key blocks are walked 16 keys at a time");
 
+  // warp: the row warp; key_warp: which part of each key block the warp computes on.
   struct Lanes {
-    int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+    int lane = static_cast<int>(threadIdx.x) % 32;
+    int warp = kKeyWarps > 1 ? 0 : static_cast<int>(threadIdx.x) / 32;
+    int key_warp = kKeyWarps > 1 ? static_cast<int>(threadIdx.x) / 32 : 0;
     int quad_row = lane / 4, quad_col = lane % 4;
   };
 
@@ -267,9 +277,9 @@ struct Policy {
     const Sequence& seq;
     const int kv_head;
     const Elem *q, *k, *v;
-    Elem *sQ, *sK0, *sV0;  // stage s: K at sK0 + s * kBlockN * D, V likewise
+    Elem *sQ, *sK0, *sV0;  // stage s: K at sK0 + s * kStageKeys * D, V likewise
     int stage = 0;
-    PageTable<kBlockN, kThreads> table;  // paged k/v only
+    PageTable<kStageKeys, kThreads> table;  // paged k/v only
 
     __device__ Pipeline(const AttnFwdParams& params, const Sequence& sequence,
                         int kv_head_)
@@ -277,7 +287,7 @@ struct Policy {
       extern __shared__ __align__(128) unsigned char smem_raw[];
       sQ = reinterpret_cast<Elem*>(smem_raw);
       sK0 = sQ + kBlockM * D;
-      sV0 = sK0 + 2 * kBlockN * D;
+      sV0 = sK0 + 2 * kStageKeys * D;
       q = sequence_queries<Elem>(p, seq);
       k = sequence_keys<Elem>(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride,
                                         seq, kv_head);
@@ -292,19 +302,19 @@ struct Policy {
     }
     __device__ static constexpr bool paged() { return Layout == KvLayout::kPaged; }
     __device__ void load_kv(int to_stage, int n) {
-      Elem* sK = sK0 + to_stage * kBlockN * D;
-      Elem* sV = sV0 + to_stage * kBlockN * D;
+      Elem* sK = sK0 + to_stage * kStageKeys * D;
+      Elem* sV = sV0 + to_stage * kStageKeys * D;
       if (paged()) {
-        load_paged_tile<kBlockN, D, kThreads>(sK, k, table, p.k_batch_stride, p.k_row_stride,
-                                              n, seq.sk);
-        load_paged_tile<kBlockN, D, kThreads>(sV, v, table, p.v_batch_stride, p.v_row_stride,
-                                              n, seq.sk);
+        load_paged_tile<kStageKeys, D, kThreads>(sK, k, table, p.k_batch_stride,
+                                                 p.k_row_stride, n, seq.sk);
+        load_paged_tile<kStageKeys, D, kThreads>(sV, v, table, p.v_batch_stride,
+                                                 p.v_row_stride, n, seq.sk);
         return;
       }
-      load_tile<kBlockN, D, kThreads>(sK, k, p.k_row_stride, n * kBlockN, seq.sk);
+      load_tile<kStageKeys, D, kThreads>(sK, k, p.k_row_stride, n * kStageKeys, seq.sk);
       // Elsewhere than d=192 v's columns are D, a constant (may_narrow_value).
-      load_tile<kBlockN, D, kThreads>(sV, v, p.v_row_stride, n * kBlockN, seq.sk,
-                                      may_narrow_value(D) ? p.dv : D);
+      load_tile<kStageKeys, D, kThreads>(sV, v, p.v_row_stride, n * kStageKeys, seq.sk,
+                                         may_narrow_value(D) ? p.dv : D);
     }
     // The tile's Q and its first key block n. Paged k/v: the page-table entries of blocks n
     // and n - 1 first, in one round trip with Q's copies issued behind them (only the entries'
@@ -346,9 +356,22 @@ struct Policy {
       __syncthreads();
       stage ^= 1;
     }
-    __device__ const Elem* k_tile() const { return sK0 + stage * kBlockN * D; }
-    __device__ const Elem* v_tile() const { return sV0 + stage * kBlockN * D; }
+    // The current stage's keys this warp computes on (a key warp's part: its rows are a whole
+    // number of swizzle periods on, so the part is swizzled as a block of its own).
+    __device__ const Elem* k_tile(const Lanes& l) const {
+      return sK0 + (stage * kStageKeys + l.key_warp * kBlockN) * D;
+    }
+    __device__ const Elem* v_tile(const Lanes& l) const {
+      return sV0 + (stage * kStageKeys + l.key_warp * kBlockN) * D;
+    }
   };
+
+  // Where the key warps' softmax states meet after the walk (merge_key_warps): the K/V stages,
+  // free once every warp has left the last block.
+  __device__ static float* merge_scratch() {
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    return reinterpret_cast<float*>(smem_raw + kBlockM * D * sizeof(Elem));
+  }
 
   // Q's A fragments stay in registers for the tile up to d=128; from d=192 (96 and more
   // registers of O beside them) each k-step reads its fragment from shared memory again.
@@ -400,7 +423,7 @@ struct Policy {
     for (int t = 0; t < kMTiles; ++t)
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j) s.s[t][j][0] = s.s[t][j][1] = s.s[t][j][2] = s.s[t][j][3] = 0.f;
-    const Elem* sK = pipe.k_tile();
+    const Elem* sK = pipe.k_tile(l);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t a[kMTiles][4];
@@ -425,7 +448,7 @@ struct Policy {
   // adjacent n8 tiles is the m16k16 A-operand layout).
   template <class Pipe>
   __device__ static void pv(Output& o, const Scores& s, const Pipe& pipe, const Lanes& l) {
-    const Elem* sV = pipe.v_tile();
+    const Elem* sV = pipe.v_tile(l);
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       uint32_t a[kMTiles][4];
