@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Split-KV sweep: time every split count G on the shapes split-KV is for, next to the peers.
 
-For each shape (b, h, hk, sq, sk, d), non-causal: G = 1, the heuristic's G (from
-flashsplit.explain) and every G in {2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128} that does not
-exceed the number of key blocks (explain's block_n); the best G; SDPA flash / cuDNN /
+For each shape (b, h, hk, sq, sk, d), non-causal: the plan's own call (num_splits=0: the
+heuristic's G, or on the portable narrow tile the unsplit tile with key warps, "1kw"), G = 1
+and every G in {2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128} that does not exceed the number of
+key blocks (explain's split_block_n); the best of them; SDPA flash / cuDNN /
 efficient (and FA3 / FA2 when installed); and the two floors from the measured H100 ceilings
 (795 TFLOPS bf16, 3.02 TB/s): the time the FLOPs need and the time the compulsory bytes need.
 A shape's split counts and peers are timed interleaved (each repetition runs each once).
@@ -114,12 +115,13 @@ def run_shape(torch, flashsplit, args, shape, rows):
     q, k, v = sets[0]
     auto = T.explain(flashsplit, q, k, v, causal, 0)
     native = auto.get("path") == "native"
-    block_n = int(auto.get("block_n") or 0)
+    block_n = int(auto.get("split_block_n") or 0)
     n_blocks = math.ceil(sk / block_n) if block_n > 0 else 1
     heuristic_g = int(auto.get("num_splits", 1))
+    key_warps = int(auto.get("key_warps") or 0) > 1
 
-    # G = 1, the heuristic's G, then every listed G the key blocks allow.
-    requested = [1, heuristic_g] + [g for g in args.split_list if g <= n_blocks]
+    # G = 1, the plan's own call (requested 0), then every listed G the key blocks allow.
+    requested = [1, 0] + [g for g in args.split_list if g <= n_blocks]
     seen, candidates = set(), []
     for g in requested:
         if g not in seen:
@@ -129,14 +131,15 @@ def run_shape(torch, flashsplit, args, shape, rows):
     base = OrderedDict(shape=shape_label(shape), b=b, h=h, hk=hk, sq=sq, sk=sk, d=d,
                        dtype=args.dtype, causal=causal, flops=flops, io_bytes=io,
                        flop_floor_ms=flop_floor, byte_floor_ms=byte_floor,
-                       key_blocks=n_blocks, heuristic_g=heuristic_g)
+                       key_blocks=n_blocks, heuristic_g=heuristic_g, key_warps=key_warps)
     results = OrderedDict()
     timed = []  # (row, runner): every G and peer that ran once, timed together below
     reference_out = None
     for g in candidates:
         row = OrderedDict(base)
         runs = T.explain(flashsplit, q, k, v, causal, g).get("num_splits")
-        row.update(method=f"flashsplit G={g}", requested_g=g, num_splits=runs, ms=None,
+        row.update(method=f"flashsplit G={g}" if g else "flashsplit plan", requested_g=g,
+                   num_splits=runs, ms=None,
                    tflops=None, status="ok",
                    note="" if native else f"reference path: {auto.get('reason')}")
         if scratch_bytes(g, b, h, sq, d) > args.max_scratch_gb * 2**30:
@@ -186,8 +189,14 @@ def run_shape(torch, flashsplit, args, shape, rows):
 
 
 def best_of(results):
+    """(ms, G) of the fastest call; G = 0 is the plan's own call."""
     ok = [(row["ms"], g) for g, row in results.items() if row["status"] == "ok"]
     return min(ok) if ok else (None, None)
+
+
+def plan_label(base):
+    """The plan's split count, "1kw" where it runs the narrow tile with key warps."""
+    return f"{base['heuristic_g']}kw" if base["key_warps"] else str(base["heuristic_g"])
 
 
 def ms_or_status(row):
@@ -202,13 +211,15 @@ def ratio(a, b):
 
 def shape_summary(base, results, peer_rows):
     g1 = results[1]
-    heur = results.get(base["heuristic_g"])
+    heur = results.get(0)
     best_ms, best_g = best_of(results)
+    if best_g == 0:  # the plan's call is the fastest: name it by what it runs
+        best_g = plan_label(base)
     floor = max(base["flop_floor_ms"], base["byte_floor_ms"])
     return OrderedDict(
         shape=base["shape"], key_blocks=base["key_blocks"],
         g1_ms=g1["ms"] if g1["status"] == "ok" else None,
-        heuristic_g=base["heuristic_g"],
+        heuristic_g=plan_label(base),
         heuristic_ms=heur["ms"] if heur and heur["status"] == "ok" else None,
         best_g=best_g, best_ms=best_ms,
         regret=ratio(heur["ms"] if heur and heur["status"] == "ok" else None, best_ms),
@@ -248,12 +259,14 @@ def plot(path, per_shape):
     rows = math.ceil(n / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
     for ax, (base, results, peer_rows) in zip(axes.flat, per_shape):
-        pts = [(g, row["ms"]) for g, row in sorted(results.items()) if row["status"] == "ok"]
+        pts = [(g, row["ms"]) for g, row in sorted(results.items())
+               if g > 0 and row["status"] == "ok"]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", ms=3, label="flashsplit")
-        heur = results.get(base["heuristic_g"])
+        heur = results.get(0)
         if heur is not None and heur["status"] == "ok":
-            ax.plot([base["heuristic_g"]], [heur["ms"]], "r*", ms=10, label="heuristic G")
+            ax.plot([base["heuristic_g"]], [heur["ms"]], "r*", ms=10,
+                    label="plan (key warps)" if base["key_warps"] else "heuristic G")
         for name, row in peer_rows.items():
             if row["status"] == "ok":
                 ax.axhline(row["ms"], ls="--", lw=1, label=name, color=None)
@@ -289,7 +302,7 @@ def main(argv=None):
             gs = " ".join(f"{g}:{ms_or_status(r)}" for g, r in sorted(results.items()))
             ps = " ".join(f"{n}:{ms_or_status(r)}" for n, r in peer_rows.items())
             T.progress(f"[{i + 1}/{len(args.shapes)} {time.perf_counter() - began:5.1f}s] "
-                       f"{base['shape']} kblk={base['key_blocks']} heurG={base['heuristic_g']} | "
+                       f"{base['shape']} kblk={base['key_blocks']} heurG={plan_label(base)} | "
                        f"ms G {gs} | {ps}")
     except KeyboardInterrupt:
         # A time limit (timeout -s INT) still leaves the shapes measured so far on disk.
