@@ -114,7 +114,9 @@ def test_modelled_times_are_positive_and_g_within_the_key_blocks():
             g = H.resolve_splits_for(family, problem, device)
             assert 1 <= g <= min(blocks, H.SplitHeuristicConstants().max_splits), \
                 (problem, family, g)
-            if family == "portable_mma":
+            if H.takes_key_warps_for_run(family, problem, device, 0):
+                assert g == 1  # the narrow tile with key warps runs unsplit
+            elif family == "portable_mma":
                 assert g == H.choose_num_splits(problem, device, tiles)
             else:  # the Hopper weighing can only fall back to an unsplit call
                 assert g in (1, H.choose_num_splits(problem, device, tiles))
@@ -229,7 +231,8 @@ def test_binding_answers_what_explain_reports(shape, requested):
     explained = flashsplit.explain(q, k, v, causal=causal, num_splits=requested)
     props = torch.cuda.get_device_properties(q.device)
     device = H.DeviceInfo(vendor="nvidia", cc=props.major * 10 + props.minor,
-                          sm_count=props.multi_processor_count)
+                          sm_count=props.multi_processor_count,
+                          smem_per_block_optin=props.shared_memory_per_block_optin)
     problem = H.AttnProblem(b=b, h=h, hk=hk, sq=sq, sk=sk, d=d, causal=causal)
     decision = H.check_native(
         problem, device, H.this_build(),
@@ -242,7 +245,7 @@ def test_binding_answers_what_explain_reports(shape, requested):
     g = H.resolve_splits_for(decision.family, problem, device, requested)
     assert g == explained["num_splits"]
     details = explained["details"]
-    if H.takes_key_warps_for_run(decision.family, problem, device.sm_count, requested):
+    if H.takes_key_warps_for_run(decision.family, problem, device, requested):
         tiles = H.key_warp_tiles(d)
         assert g == 1 and tiles.key_warps == details["key_warps"] > 1
     else:

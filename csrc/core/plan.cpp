@@ -43,7 +43,7 @@ SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& dev
 
 int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceInfo& device,
                        int requested, const SplitHeuristicConstants& constants) {
-  if (takes_key_warps_for_run(family, p, device.sm_count, requested)) return 1;
+  if (takes_key_warps_for_run(family, p, device, requested)) return 1;
   const TileConfig modelled = tiles_for(family, p);
   const int g = resolve_num_splits(requested, p, device, modelled, constants);
   // The portable grid's y holds G blocks per chunk of 65535 (batch, k/v head) pairs.
@@ -73,13 +73,15 @@ TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const Ti
   return plan_tail_split(tiles_total, static_cast<int>(key_blocks), sm_count);
 }
 
-bool takes_key_warps_for_run(KernelFamily family, const AttnProblem& p, int sm_count,
-                             int requested) {
-  if (family != KernelFamily::kPortableMma || requested != 0 || sm_count <= 0) return false;
+bool takes_key_warps_for_run(KernelFamily family, const AttnProblem& p,
+                             const DeviceInfo& device, int requested) {
+  if (family != KernelFamily::kPortableMma || requested != 0 || device.sm_count <= 0) {
+    return false;
+  }
   const TileConfig narrow = tiles_for(family, p);
   return narrow.block_m <= kNarrowMaxRows &&
-         sm80_takes_key_warps(forward_blocks(p.b, p.sq, p.h, p.hk, narrow), sm_count,
-                              static_cast<int>(p.d));
+         sm80_takes_key_warps(forward_blocks(p.b, p.sq, p.h, p.hk, narrow), device.sm_count,
+                              device.smem_per_block_optin, static_cast<int>(p.d));
 }
 
 bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& p,
@@ -189,7 +191,7 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   }
   const KernelFamily family = plan.gate.family;
   plan.tiles = tiles_for_run(family, p, device.sm_count, plan.num_splits);
-  if (takes_key_warps_for_run(family, p, device.sm_count, wanted)) {
+  if (takes_key_warps_for_run(family, p, device, wanted)) {
     plan.tiles = sm80_key_warp_tile_config(static_cast<int>(p.d));  // unsplit: resolve_splits_for
   }
   // Tiles that pack heads run the sequence instances (a dense call's sequence is its batch).

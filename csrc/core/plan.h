@@ -107,8 +107,8 @@ TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& problem,
 // Whether a portable_mma call runs the narrow tile with key warps (sm80_takes_key_warps): only
 // where num_splits is left to the heuristic (requested = 0); it then runs unsplit (G = 1 from
 // resolve_splits_for).
-bool takes_key_warps_for_run(KernelFamily family, const AttnProblem& problem, int sm_count,
-                             int requested);
+bool takes_key_warps_for_run(KernelFamily family, const AttnProblem& problem,
+                             const DeviceInfo& device, int requested);
 
 // Whether a call on `tiles` carries S across tiles: only persistent Hopper launches of 128-row
 // ping-pong tiles carry at all.

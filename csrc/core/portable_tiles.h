@@ -33,33 +33,6 @@ constexpr TileConfig portable_tile_config(int head_dim, bool narrow = false) {
   }
 }
 
-// The sm80 narrow tile with key warps, at d=64 and 128: four warps over the same 16 rows, each
-// walking its quarter of every key block (the one-warp tile's block, so the block is four of
-// those), which merge their softmax states at the end. A (batch, k/v head) then streams its keys
-// with four warps' copies in flight and no partials or combine, where a one-warp grid has too
-// few blocks for the SMs. One block an SM (two stages of K and V: 133-135 KB).
-constexpr int kSm80KeyWarps = 4;
-constexpr TileConfig sm80_key_warp_tile_config(int head_dim) {
-  const TileConfig one = portable_tile_config(head_dim, true);
-  if (head_dim != 64 && head_dim != 128) return TileConfig{0, 0, 0, 0};
-  return TileConfig{one.block_m, one.block_n * kSm80KeyWarps, kSm80KeyWarps, 1, 1,
-                    true, false, kSm80KeyWarps};
-}
-
-// Whether an sm80 call left to the heuristic (num_splits = 0) on the narrow tile runs unsplit
-// with key warps: where its unsplit grid has from a third of the SMs' count of blocks to one and
-// a half times it. One-warp blocks that few stream below the HBM's rate, so the heuristic splits
-// them (G = 2-8) and pays partials and a combine; the key-warp grid runs one block an SM with
-// four warps' copies in flight instead. Measured on the H100 (132 SMs; decode, d=64 and 128,
-// against the heuristic's G): 48-128 blocks 0-15% faster (2-4k keys the most), 160 and 192
-// blocks 5-6%; at 32-40 blocks (one-warp splits fill more SMs) and 256 (two full waves) 1-20%
-// slower. A fixed num_splits keeps the one-warp tile, so a sequence's result stays independent
-// of its batch-mates (which the block count is not).
-constexpr bool sm80_takes_key_warps(long long blocks, int sm_count, int head_dim) {
-  return sm80_key_warp_tile_config(head_dim).block_m > 0 && blocks * 3 >= sm_count &&
-         blocks * 2 <= 3LL * sm_count;
-}
-
 // Whether the sm80 policy runs a problem on its narrow tile. Beyond decode (at most
 // kNarrowMaxRows packed rows), up to kSm80NarrowMaxRows packed rows (multi-token decode: 8 query
 // tokens of a group of 4) run it too, as two row tiles of a (batch, k/v head) that read its keys
@@ -75,6 +48,45 @@ constexpr bool sm80_uses_narrow_tiles(long long sq, long long h, long long hk) {
 // 16-bit elements (the page-table slots of a paged call come on top, a few hundred bytes).
 constexpr long long portable_smem_bytes(const TileConfig& tiles, int head_dim) {
   return (static_cast<long long>(tiles.block_m) + 4LL * tiles.block_n) * head_dim * 2;
+}
+
+// The sm80 narrow tile with key warps, at d=64 and 128: four warps over the same 16 rows, each
+// walking its quarter of every key block (the one-warp tile's block, so the block is four of
+// those), which merge their softmax states at the end. A (batch, k/v head) then streams its keys
+// with four warps' copies in flight and no partials or combine, where a one-warp grid has too
+// few blocks for the SMs. One block an SM (two stages of K and V: 130-132 KB).
+constexpr int kSm80KeyWarps = 4;
+constexpr TileConfig sm80_key_warp_tile_config(int head_dim) {
+  const TileConfig one = portable_tile_config(head_dim, true);
+  if (head_dim != 64 && head_dim != 128) return TileConfig{0, 0, 0, 0};
+  return TileConfig{one.block_m, one.block_n * kSm80KeyWarps, kSm80KeyWarps, 1, 1,
+                    true, false, kSm80KeyWarps};
+}
+
+// Page-table slots a paged sm80 walk keeps in shared memory (sm80/policy.cuh, PageTable), each
+// with the entries of one key block's pages.
+constexpr int kPageTableSlots = 4;
+
+// Dynamic shared memory of a paged call's sm80 block: portable_smem_bytes and the page table.
+constexpr long long portable_paged_smem_bytes(const TileConfig& tiles, int head_dim) {
+  return portable_smem_bytes(tiles, head_dim) + kPageTableSlots * (tiles.block_n + 1LL) * 4;
+}
+
+// Whether an sm80 call left to the heuristic (num_splits = 0) on the narrow tile runs unsplit
+// with key warps: where its unsplit grid has from a third of the SMs' count of blocks to one and
+// a half times it, on a GPU whose blocks may take the tile's shared memory (sm_80 and sm_90 do;
+// sm_86 and sm_89, with 99 KB, do not). One-warp blocks that few stream below the HBM's rate,
+// so the heuristic splits them (G = 2-8) and pays partials and a combine; the key-warp grid
+// runs one block an SM with four warps' copies in flight instead. Measured on the H100 (132 SMs; decode, d=64 and 128,
+// against the heuristic's G): 48-128 blocks 0-15% faster (2-4k keys the most), 160 and 192
+// blocks 5-6%; at 32-40 blocks (one-warp splits fill more SMs) and 256 (two full waves) 1-20%
+// slower. A fixed num_splits keeps the one-warp tile, so a sequence's result stays independent
+// of its batch-mates (which the block count is not).
+constexpr bool sm80_takes_key_warps(long long blocks, int sm_count, long long smem_per_block,
+                                    int head_dim) {
+  const TileConfig tiles = sm80_key_warp_tile_config(head_dim);
+  return tiles.block_m > 0 && portable_paged_smem_bytes(tiles, head_dim) <= smem_per_block &&
+         blocks * 3 >= sm_count && blocks * 2 <= 3LL * sm_count;
 }
 
 // The gfx9 policy (MFMA, wave64). Wide tiles: four waves of 32 query rows (one 32-column MFMA

@@ -406,12 +406,13 @@ void bind_split_rules(py::module_& h) {
         py::arg("family"), py::arg("problem"), py::arg("sm_count"), py::arg("num_splits"));
 
   h.def("takes_key_warps_for_run",
-        [](const std::string& family, const AttnProblem& p, int sm_count, int requested) {
-          return takes_key_warps_for_run(family_named(family), p, sm_count, requested);
+        [](const std::string& family, const AttnProblem& p, const DeviceInfo& d, int requested) {
+          return takes_key_warps_for_run(family_named(family), p, d, requested);
         },
         "Whether the call runs the sm80 narrow tile with key warps, unsplit (explain()'s "
-        "key_warps > 1): only where num_splits is left to the heuristic.",
-        py::arg("family"), py::arg("problem"), py::arg("sm_count"), py::arg("requested"));
+        "key_warps > 1): only where num_splits is left to the heuristic and the device's "
+        "blocks may take the tile's shared memory.",
+        py::arg("family"), py::arg("problem"), py::arg("device"), py::arg("requested"));
 
   h.def("key_warp_tiles", &sm80_key_warp_tile_config,
         "The sm80 narrow tile with key warps at this head dim (block_m 0 where there is none).",

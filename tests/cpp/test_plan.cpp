@@ -257,7 +257,8 @@ TEST(Plan, UnsplitNarrowGridsOfAThirdToOneAndAHalfSmCountsRunKeyWarps) {
     for (int64_t b : {10, 11, 30, 49, 50}) {
       const AttnProblem p = problem(b, 32, 4, 1, 8192, d, false);
       const bool expected = b * 4 >= 44 && b * 4 <= 198;
-      EXPECT_EQ(takes_key_warps_for_run(KernelFamily::kPortableMma, p, 132, 0), expected) << b;
+      EXPECT_EQ(takes_key_warps_for_run(KernelFamily::kPortableMma, p, h100(), 0), expected)
+          << b;
       const LaunchPlan plan = plan_of(p);
       ASSERT_EQ(plan.gate.family, KernelFamily::kPortableMma);
       EXPECT_EQ(plan.tiles.key_warps, expected ? kSm80KeyWarps : 1) << b << " d=" << d;
@@ -278,13 +279,19 @@ TEST(Plan, UnsplitNarrowGridsOfAThirdToOneAndAHalfSmCountsRunKeyWarps) {
       }
     }
   }
-  // Head dims without the tile, the wide tile, and the gfx9 policy keep one warp a block's keys.
+  // Head dims without the tile, the wide tile, GPUs whose blocks take less shared memory than
+  // the tile's (99 KB: sm_86 / sm_89, which have 84 SMs here) and the gfx9 policy keep one warp
+  // a block's keys.
+  const AttnProblem decode = problem(16, 32, 4, 1, 8192, 128, false);
   EXPECT_FALSE(takes_key_warps_for_run(KernelFamily::kPortableMma,
-                                       problem(16, 32, 4, 1, 8192, 96, false), 132, 0));
+                                       problem(16, 32, 4, 1, 8192, 96, false), h100(), 0));
   EXPECT_FALSE(takes_key_warps_for_run(KernelFamily::kPortableMma,
-                                       problem(16, 32, 4, 64, 8192, 128, false), 132, 0));
-  EXPECT_FALSE(takes_key_warps_for_run(KernelFamily::kPortableMfma,
-                                       problem(16, 32, 4, 1, 8192, 128, false), 304, 0));
+                                       problem(16, 32, 4, 64, 8192, 128, false), h100(), 0));
+  EXPECT_TRUE(takes_key_warps_for_run(KernelFamily::kPortableMma, decode,
+                                      DeviceInfo{Vendor::kNvidia, 80, 108, 163 * 1024}, 0));
+  EXPECT_FALSE(takes_key_warps_for_run(KernelFamily::kPortableMma, decode,
+                                       DeviceInfo{Vendor::kNvidia, 89, 84, 99 * 1024}, 0));
+  EXPECT_FALSE(takes_key_warps_for_run(KernelFamily::kPortableMfma, decode, mi300x(), 0));
   EXPECT_EQ(make_launch_plan(problem(30, 32, 4, 1, 8192, 128, false), mi300x(), amd_build(),
                              PlanOptions{}, 0)
                 .tiles.key_warps,

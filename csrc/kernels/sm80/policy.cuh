@@ -82,7 +82,7 @@ __device__ __forceinline__ void load_tile(Elem* smem, const Elem* gmem, int64_t 
 // table's latency nor a register waits on it. Four slots, by block number mod 4.
 template <int BlockN, int Threads>
 struct PageTable {
-  static constexpr int kSlots = 4;
+  static constexpr int kSlots = kPageTableSlots;
   static constexpr int kSlotEntries = BlockN + 1;  // pages BlockN keys can touch
   static constexpr int kSmemBytes = kSlots * kSlotEntries * static_cast<int>(sizeof(int));
   int* slots = nullptr;          // shared: [kSlots][kSlotEntries]
