@@ -62,16 +62,15 @@ def main(argv=None):
         runs = [T.time_cuda_interleaved(torch, fns, copies, args.warmup, args.reps)
                 for _ in range(args.runs)]
         ms = [statistics.median(run[f]["median_ms"] for run in runs) for f in range(len(fns))]
-        ratios = [statistics.median(run[f]["median_ms"] / run[0]["median_ms"] for run in runs)
-                  for f in range(len(fns))]
         cells = [",".join(map(str, shape)), f"{ms[0] * 1e3:.1f}"]
         for f, kind in enumerate(inputs):
             each_run = [run[f]["median_ms"] / run[0]["median_ms"] for run in runs]
+            ratio = statistics.median(each_run)
             rows.append(OrderedDict(shape=",".join(map(str, shape)), kind=kind, ms=ms[f],
-                                    vs_random=ratios[f],
+                                    vs_random=ratio,
                                     vs_random_runs=" ".join(f"{x:.3f}" for x in each_run)))
             if kind != "random":
-                cells.append(f"{ratios[f]:.3f}")
+                cells.append(f"{ratio:.3f}")
         table.append(cells)
         del inputs, fns
         torch.cuda.empty_cache()

@@ -70,6 +70,15 @@ def test_varlen_paged_keys_at_any_page_size(d, page_size):
                                   causal=True)
 
 
+def _assert_sequences_match(out, lse, q, expected_k, expected_v, lens, dtype, num_splits):
+    """Each kv-cache sequence's out and lse against naive_attention (causal) over its keys."""
+    for i, n in enumerate(lens):
+        high, low = naive_pair(q[i:i + 1], expected_k[i][None], expected_v[i][None], causal=True)
+        what = f"seq {i} ({n} cached) G={num_splits}"
+        assert_within_tolerance(out[i:i + 1], high[0], low[0], dtype, what + " out")
+        assert_within_tolerance(lse[i:i + 1], high[1], low[1], dtype, what + " lse")
+
+
 def _poisoned_cache(b, s, hk, d, lens, dtype, gen):
     cache = torch.randn(b, s, hk, d, generator=gen).to("cuda", dtype)
     for i, n in enumerate(lens):
@@ -106,15 +115,13 @@ def test_kvcache_decode_appends_and_attends(dtype, d, paged, sq):
         out, lse = flashsplit.flash_attn_with_kvcache(
             q, kc, vc, k_new, v_new, cache_seqlens=seqlens, block_table=table, causal=True,
             num_splits=num_splits, return_softmax_lse=True, strict=True)
-        for i in range(b):
-            high, low = naive_pair(q[i:i + 1], expected_k[i][None], expected_v[i][None],
-                                   causal=True)
-            what = f"seq {i} ({lens[i]} cached) G={num_splits}"
-            assert_within_tolerance(out[i:i + 1], high[0], low[0], dtype, what + " out")
-            assert_within_tolerance(lse[i:i + 1], high[1], low[1], dtype, what + " lse")
-            if not paged:
-                assert torch.equal(kc[i, :lens[i] + sq], expected_k[i])
-                assert (kc[i, lens[i] + sq:] == POISON).all(), what + ": cache past the append"
+        _assert_sequences_match(out, lse, q, expected_k, expected_v, lens, dtype, num_splits)
+        if paged:
+            continue
+        for i, n in enumerate(lens):  # the append wrote the new keys and nothing past them
+            what = f"seq {i} ({n} cached) G={num_splits}"
+            assert torch.equal(kc[i, :n + sq], expected_k[i]), what + ": cache up to the append"
+            assert (kc[i, n + sq:] == POISON).all(), what + ": cache past the append"
 
 
 def _expects_key_warps(blocks):
@@ -158,12 +165,7 @@ def test_kvcache_decode_on_the_key_warp_tile(dtype, d, paged, sq):
         out, lse = flashsplit.flash_attn_with_kvcache(
             q, k_cache, v_cache, cache_seqlens=seqlens, block_table=table, causal=True,
             num_splits=num_splits, return_softmax_lse=True, strict=True)
-        for i in range(b):
-            high, low = naive_pair(q[i:i + 1], expected_k[i][None], expected_v[i][None],
-                                   causal=True)
-            what = f"seq {i} ({lens[i]} cached) G={num_splits}"
-            assert_within_tolerance(out[i:i + 1], high[0], low[0], dtype, what + " out")
-            assert_within_tolerance(lse[i:i + 1], high[1], low[1], dtype, what + " lse")
+        _assert_sequences_match(out, lse, q, expected_k, expected_v, lens, dtype, num_splits)
 
 
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])

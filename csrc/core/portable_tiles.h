@@ -64,12 +64,16 @@ constexpr TileConfig sm80_key_warp_tile_config(int head_dim) {
 }
 
 // Page-table slots a paged sm80 walk keeps in shared memory (sm80/policy.cuh, PageTable), each
-// with the entries of one key block's pages.
+// with the entries of one key block's pages (block_n + 1: the pages block_n keys can touch),
+// and their bytes.
 constexpr int kPageTableSlots = 4;
+constexpr int page_table_bytes(int block_n) {
+  return kPageTableSlots * (block_n + 1) * static_cast<int>(sizeof(int));
+}
 
 // Dynamic shared memory of a paged call's sm80 block: portable_smem_bytes and the page table.
 constexpr long long portable_paged_smem_bytes(const TileConfig& tiles, int head_dim) {
-  return portable_smem_bytes(tiles, head_dim) + kPageTableSlots * (tiles.block_n + 1LL) * 4;
+  return portable_smem_bytes(tiles, head_dim) + page_table_bytes(tiles.block_n);
 }
 
 // Whether an sm80 call left to the heuristic (num_splits = 0) on the narrow tile runs unsplit
@@ -77,10 +81,10 @@ constexpr long long portable_paged_smem_bytes(const TileConfig& tiles, int head_
 // a half times it, on a GPU whose blocks may take the tile's shared memory (sm_80 and sm_90 do;
 // sm_86 and sm_89, with 99 KB, do not). One-warp blocks that few stream below the HBM's rate,
 // so the heuristic splits them (G = 2-8) and pays partials and a combine; the key-warp grid
-// runs one block an SM with four warps' copies in flight instead. Measured on the H100 (132 SMs; decode, d=64 and 128,
-// against the heuristic's G): 48-128 blocks 0-15% faster (2-4k keys the most), 160 and 192
-// blocks 5-6%; at 32-40 blocks (one-warp splits fill more SMs) and 256 (two full waves) 1-20%
-// slower. A fixed num_splits keeps the one-warp tile, so a sequence's result stays independent
+// runs one block an SM with four warps' copies in flight instead. Measured on the H100 (132
+// SMs; decode, d=64 and 128, against the heuristic's G): 48-128 blocks 0-15% faster (2-4k keys
+// the most), 160 and 192 blocks 5-6%; at 32-40 blocks (one-warp splits fill more SMs) and 256
+// (two full waves) 1-20% slower. A fixed num_splits keeps the one-warp tile, so a sequence's result stays independent
 // of its batch-mates (which the block count is not).
 constexpr bool sm80_takes_key_warps(long long blocks, int sm_count, long long smem_per_block,
                                     int head_dim) {

@@ -203,11 +203,11 @@ __device__ __forceinline__ void merge_key_warps(typename Policy::Output& o,
                                                 float (&row_sum)[Policy::kRows], float scale_log2) {
   constexpr int kRows = Policy::kRows, kRuns = Policy::kOutRuns, kRun = Policy::kOutRun;
   constexpr int kWarpThreads = Policy::kThreads / Policy::kKeyWarps;
-  constexpr int kValues = kRows * (2 + kRuns * kRun);  // per thread: max, sum, output
+  constexpr int kRowValues = 2 + kRuns * kRun;  // per thread and row: max, sum, output
   const int warp = key_warp<Policy>(), t = static_cast<int>(threadIdx.x) % kWarpThreads;
-  float* const scratch = Policy::merge_scratch();  // [warp - 1][value][thread]
+  float* const scratch = Policy::merge_scratch();  // [warp - 1][row][value][thread]
   auto at = [&](int w, int i, int v) -> float& {
-    return scratch[((w - 1) * kValues + i * (2 + kRuns * kRun) + v) * kWarpThreads + t];
+    return scratch[(((w - 1) * kRows + i) * kRowValues + v) * kWarpThreads + t];
   };
   __syncthreads();  // every warp is done with the K/V stages the scratch overlays
   if (warp != 0) {

@@ -84,7 +84,7 @@ template <int BlockN, int Threads>
 struct PageTable {
   static constexpr int kSlots = kPageTableSlots;
   static constexpr int kSlotEntries = BlockN + 1;  // pages BlockN keys can touch
-  static constexpr int kSmemBytes = kSlots * kSlotEntries * static_cast<int>(sizeof(int));
+  static constexpr int kSmemBytes = page_table_bytes(BlockN);
   int* slots = nullptr;          // shared: [kSlots][kSlotEntries]
   const int* pages = nullptr;    // the sequence's row of the block table
   FastDivmod page_size{1};
@@ -218,7 +218,7 @@ struct Policy {
   static constexpr int kMinOccupancy = kConfig.blocks_per_sm;  // blocks per SM
   // Q, plus two stages of (K, V) in dynamic shared memory: the next pair streams in while the
   // current one is used; kernels of paged k/v add their page-table slots (PageTable) behind.
-  static constexpr int kDynamicSmemBytes = (kBlockM + 4 * kStageKeys) * D * 2;
+  static constexpr int kDynamicSmemBytes = static_cast<int>(portable_smem_bytes(kConfig, D));
   static constexpr int kPagedSmemBytes = PageTable<kStageKeys, kThreads>::kSmemBytes;
   static_assert(KeyWarps == 1 || (Narrow && KeyWarps == kKeyWarps), "key warps on the narrow tile");
   static_assert(kBlockM * kKeyWarps == 16 * kConfig.warps * kMTiles,
