@@ -156,6 +156,11 @@ MEMCHECK_CASES = [
     Case("bf16-d64-decode-auto-key-warps", "bf16", 64, False, 48, 1, 777, 4, 1, 0, "contiguous"),
     Case("fp16-d128-decode-auto-key-warps-paged16", "fp16", 128, False, 24, 1, 300, 8, 2, 0,
          "paged16"),
+    # Its half-size blocks, two an SM (144 decode blocks on the H100).
+    Case("bf16-d64-decode-auto-key-warps-two-an-sm", "bf16", 64, False, 72, 1, 777, 8, 2, 0,
+         "contiguous"),
+    Case("fp16-d128-decode-auto-key-warps-two-an-sm-paged16", "fp16", 128, False, 36, 1, 300, 8,
+         4, 0, "paged16"),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64, and a short GQA
 # query block packed into its rows), the portable wide tile and the narrow tile (decode).
@@ -179,6 +184,8 @@ RACECHECK_CASES = [
     # Key warps: the warps' states meet in the K/V stages once the walk is done.
     Case("race-fp16-d128-decode-auto-key-warps", "fp16", 128, False, 48, 1, 300, 2, 1, 0,
          "contiguous"),
+    Case("race-bf16-d64-decode-auto-key-warps-two-an-sm", "bf16", 64, False, 144, 1, 300, 2, 1,
+         0, "contiguous"),
     Case("race-bf16-d96-causal-G1-hopper", "bf16", 96, True, 1, 200, 300, 2, 2, 1, "contiguous"),
     Case("race-fp16-d128-causal-G1-hopper-running-max", "fp16", 128, True, 1, 130, 4200, 1, 1, 1,
          "contiguous", 128),

@@ -26,6 +26,7 @@ SHAPES = [
     (1, 16, 16, 128, 65535, 64, False, 0, "split prefill and the combine"),
     (8, 32, 8, 1, 16384, 128, False, 3, "decode on the narrow portable tile, forced split"),
     (16, 8, 8, 1, 2048, 64, False, 0, "decode on the narrow tile with key warps"),
+    (18, 32, 8, 1, 4096, 128, False, 0, "decode on the key-warp tile of two blocks an SM"),
     (2, 32, 8, 40, 3000, 64, True, 3, "GQA rows packed in Hopper tiles, forced split"),
     (2, 24, 4, 40, 3000, 96, True, 3, "GQA rows of d=96 packed in portable tiles, forced split"),
     (2, 40, 8, 30, 3000, 128, True, 0, "a group of 5 packed in 125 Hopper tile rows"),
@@ -93,12 +94,13 @@ def test_the_shapes_cover_every_walk(request):
         if plan["num_splits"] > 1:
             seen.add(("split", plan["kernel"]))
         if details["key_warps"] > 1:
-            seen.add("key_warps")
+            seen.add(("key_warps", details["blocks_per_sm"]))
         if not details["persistent"] and plan["kernel"] == "hopper_wgmma":
             seen.add("one block per tile")
     expected = {("hopper_wgmma", 128), ("hopper_wgmma", 192), ("hopper_wgmma", 256),
                 ("portable_mma", 16), ("portable_mma", 128), "carry", "rotate_rounds",
-                "tile_counter", "persistent", "running_max", "tail", "key_warps",
+                "tile_counter", "persistent", "running_max", "tail", ("key_warps", 1),
+                ("key_warps", 2),
                 ("split", "hopper_wgmma"),
                 ("split", "portable_mma"), "one block per tile", ("packs_heads", "hopper_wgmma"),
                 ("packs_heads", "portable_mma")}

@@ -124,28 +124,36 @@ def test_kvcache_decode_appends_and_attends(dtype, d, paged, sq):
             assert (kc[i, n + sq:] == POISON).all(), what + ": cache past the append"
 
 
-def _expects_key_warps(blocks):
-    """Whether the plan gives `blocks` unsplit narrow blocks key warps on this GPU (the rule of
-    core/portable_tiles.h: from a third of the SMs' count to one and a half times it, where a
-    block may take the tile's 134 KB of shared memory with a paged call's table)."""
+def _key_warp_blocks_per_sm(blocks, d):
+    """The key-warp tile the plan gives `blocks` unsplit narrow blocks on this GPU, as its blocks
+    an SM (0: none). The rule of core/portable_tiles.h: one an SM from a third of the SMs' count
+    to the count and from 1.3 times it to 1.5 times, two between, where the SM's shared memory
+    holds them with a paged call's table (134 KB for one, 2 x 69-70 KB for two, and 1 KB an SM
+    keeps per block)."""
     props = torch.cuda.get_device_properties(0)
-    sms = props.multi_processor_count
-    return (props.shared_memory_per_block_optin >= 137_232 and 3 * blocks >= sms and
-            2 * blocks <= 3 * sms)
+    sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
+    if 3 * blocks < sms or 2 * blocks > 3 * sms:
+        return 0
+    if sms < blocks and 10 * blocks <= 13 * sms:
+        need = {64: 69_648, 128: 70_672}[d]
+        return 2 if 2 * (need + 1024) <= smem + 1024 else 0
+    return 1 if smem >= 137_232 else 0
 
 
 @pytest.mark.parametrize("sq", [1, 3])
 @pytest.mark.parametrize("paged", [None, 16, 64], ids=["contiguous", "page16", "page64"])
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
+@pytest.mark.parametrize("b", [16, 36], ids=["b16", "b36"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_kvcache_decode_on_the_key_warp_tile(dtype, d, paged, sq):
-    """16 sequences x 4 k/v heads of 0 to 2047 cached keys (shorter than one warp's part of a
+def test_kvcache_decode_on_the_key_warp_tile(dtype, b, d, paged, sq):
+    """b sequences x 4 k/v heads of 0 to 2047 cached keys (shorter than one warp's part of a
     key block, across parts and blocks) left to the heuristic: on the portable kernels the
-    narrow tile with key warps, whose warps merge their softmax states; num_splits=1 runs the
-    one-warp tile. Both against naive_attention, with poison past every sequence's keys."""
-    b, s, h, hk = 16, 2048, 16, 4
-    lens = [0, 1, 5, 31, 33, 63, 64, 65, 127, 129, 255, 257, 700, 1000, 1500, 2047 - sq]
-    gen = torch.Generator().manual_seed(d + sq + (paged or 0))
+    narrow tile with key warps, whose warps merge their softmax states (on the H100 one block
+    an SM at b=16, two at b=36); num_splits=1 runs the one-warp tile. Both against
+    naive_attention, with poison past every sequence's keys."""
+    s, h, hk = 2048, 16, 4
+    lens = ([0, 1, 5, 31, 33, 63, 64, 65, 127, 129, 255, 257, 700, 1000, 1500, 2047 - sq] * 3)[:b]
+    gen = torch.Generator().manual_seed(b + d + sq + (paged or 0))
     k_cache, v_cache = (_poisoned_cache(b, s, hk, d, lens, dtype, gen) for _ in range(2))
     q = torch.randn(b, sq, h, d, generator=gen).to("cuda", dtype)
     seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
@@ -160,8 +168,10 @@ def test_kvcache_decode_on_the_key_warp_tile(dtype, d, paged, sq):
     for num_splits in (0, 1):
         decision = _native.sequence_gate_decision(q, k_cache, v_cache, seqs, True, num_splits)
         if decision["kernel"] == PORTABLE and decision["details"]["block_m"] == 16:
-            key_warps = 4 if num_splits == 0 and _expects_key_warps(b * hk) else 1
-            assert decision["details"]["key_warps"] == key_warps, decision
+            per_sm = _key_warp_blocks_per_sm(b * hk, d) if num_splits == 0 else 0
+            assert decision["details"]["key_warps"] == (4 if per_sm else 1), decision
+            if per_sm:
+                assert decision["details"]["blocks_per_sm"] == per_sm, decision
         out, lse = flashsplit.flash_attn_with_kvcache(
             q, k_cache, v_cache, cache_seqlens=seqlens, block_table=table, causal=True,
             num_splits=num_splits, return_softmax_lse=True, strict=True)
@@ -169,17 +179,21 @@ def test_kvcache_decode_on_the_key_warp_tile(dtype, d, paged, sq):
 
 
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
+@pytest.mark.parametrize("b", [24, 36], ids=["b24", "b36"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_dense_decode_on_the_key_warp_tile(dtype, d):
-    """flash_attn_func decode of 24 x 4 k/v heads over 3001 keys (a last key block that ends
+def test_dense_decode_on_the_key_warp_tile(dtype, b, d):
+    """flash_attn_func decode of b x 4 k/v heads over 3001 keys (a last key block that ends
     inside one of its warps' parts), left to the heuristic and at fixed G."""
-    b, sk, h, hk = 24, 3001, 32, 4
-    gen = torch.Generator().manual_seed(d)
+    sk, h, hk = 3001, 32, 4
+    gen = torch.Generator().manual_seed(b + d)
     q, k, v = (torch.randn(b, n, heads, d, generator=gen).to("cuda", dtype)
                for n, heads in ((1, h), (sk, hk), (sk, hk)))
     decision = flashsplit.explain(q, k, v)
     if decision["kernel"] == PORTABLE:
-        assert decision["details"]["key_warps"] == (4 if _expects_key_warps(b * hk) else 1)
+        per_sm = _key_warp_blocks_per_sm(b * hk, d)
+        assert decision["details"]["key_warps"] == (4 if per_sm else 1), decision
+        if per_sm:
+            assert decision["details"]["blocks_per_sm"] == per_sm, decision
     _assert_dense_matches(q, k, v, False, dtype, f"decode d={d}")
 
 

@@ -218,6 +218,7 @@ GPU_SHAPES = [
     (8, 32, 8, 1, 16384, 128, False),
     (2, 32, 8, 100, 3000, 64, True),
     (1, 8, 1, 1, 131072, 64, False),
+    (18, 32, 8, 1, 4096, 64, False),  # 144 decode blocks: two key-warp blocks an SM on the H100
 ]
 
 
@@ -245,8 +246,10 @@ def test_binding_answers_what_explain_reports(shape, requested):
     g = H.resolve_splits_for(decision.family, problem, device, requested)
     assert g == explained["num_splits"]
     details = explained["details"]
-    if H.takes_key_warps_for_run(decision.family, problem, device, requested):
-        tiles = H.key_warp_tiles(d)
+    per_sm = H.key_warp_blocks_per_sm_for_run(decision.family, problem, device, requested)
+    assert H.takes_key_warps_for_run(decision.family, problem, device, requested) == (per_sm > 0)
+    if per_sm:
+        tiles = H.key_warp_tiles(d, per_sm)
         assert g == 1 and tiles.key_warps == details["key_warps"] > 1
     else:
         tiles = H.tiles_for_run(decision.family, problem, device.sm_count, g)

@@ -73,15 +73,19 @@ TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const Ti
   return plan_tail_split(tiles_total, static_cast<int>(key_blocks), sm_count);
 }
 
+int key_warp_blocks_per_sm_for_run(KernelFamily family, const AttnProblem& p,
+                                   const DeviceInfo& device, int requested) {
+  if (family != KernelFamily::kPortableMma || requested != 0 || device.sm_count <= 0) return 0;
+  const TileConfig narrow = tiles_for(family, p);
+  if (narrow.block_m > kNarrowMaxRows) return 0;
+  return sm80_key_warp_blocks_per_sm(forward_blocks(p.b, p.sq, p.h, p.hk, narrow),
+                                     device.sm_count, device.smem_per_block_optin,
+                                     static_cast<int>(p.d));
+}
+
 bool takes_key_warps_for_run(KernelFamily family, const AttnProblem& p,
                              const DeviceInfo& device, int requested) {
-  if (family != KernelFamily::kPortableMma || requested != 0 || device.sm_count <= 0) {
-    return false;
-  }
-  const TileConfig narrow = tiles_for(family, p);
-  return narrow.block_m <= kNarrowMaxRows &&
-         sm80_takes_key_warps(forward_blocks(p.b, p.sq, p.h, p.hk, narrow), device.sm_count,
-                              device.smem_per_block_optin, static_cast<int>(p.d));
+  return key_warp_blocks_per_sm_for_run(family, p, device, requested) > 0;
 }
 
 bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& p,
@@ -191,8 +195,9 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   }
   const KernelFamily family = plan.gate.family;
   plan.tiles = tiles_for_run(family, p, device.sm_count, plan.num_splits);
-  if (takes_key_warps_for_run(family, p, device, wanted)) {
-    plan.tiles = sm80_key_warp_tile_config(static_cast<int>(p.d));  // unsplit: resolve_splits_for
+  // Unsplit (resolve_splits_for).
+  if (const int per_sm = key_warp_blocks_per_sm_for_run(family, p, device, wanted)) {
+    plan.tiles = sm80_key_warp_tile_config(static_cast<int>(p.d), per_sm);
   }
   // Tiles that pack heads run the sequence instances (a dense call's sequence is its batch).
   plan.sequences = p.per_sequence || p.page_size > 0 ||

@@ -104,9 +104,11 @@ int resolve_splits_for(KernelFamily family, const AttnProblem& problem, const De
 TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& problem,
                              const TileConfig& tiles, int sm_count, int num_splits);
 
-// Whether a portable_mma call runs the narrow tile with key warps (sm80_takes_key_warps): only
-// where num_splits is left to the heuristic (requested = 0); it then runs unsplit (G = 1 from
-// resolve_splits_for).
+// The key-warp tile a portable_mma call runs, as its blocks an SM (sm80_key_warp_blocks_per_sm:
+// 1 or 2), or 0 where it runs without key warps: only where num_splits is left to the heuristic
+// (requested = 0); it then runs unsplit (G = 1 from resolve_splits_for).
+int key_warp_blocks_per_sm_for_run(KernelFamily family, const AttnProblem& problem,
+                                   const DeviceInfo& device, int requested);
 bool takes_key_warps_for_run(KernelFamily family, const AttnProblem& problem,
                              const DeviceInfo& device, int requested);
 

@@ -51,16 +51,19 @@ constexpr long long portable_smem_bytes(const TileConfig& tiles, int head_dim) {
 }
 
 // The sm80 narrow tile with key warps, at d=64 and 128: four warps over the same 16 rows, each
-// walking its quarter of every key block (the one-warp tile's block, so the block is four of
-// those), which merge their softmax states at the end. A (batch, k/v head) then streams its keys
-// with four warps' copies in flight and no partials or combine, where a one-warp grid has too
-// few blocks for the SMs. One block an SM (two stages of K and V: 130-132 KB).
+// walking its part of every key block, which merge their softmax states at the end. A (batch,
+// k/v head) then streams its keys with four warps' copies in flight and no partials or
+// combine, where a one-warp grid has too few blocks for the SMs. Two sizes: for one block an SM
+// each warp's part is the one-warp tile's key block (256-key blocks at d=64, 128 at d=128;
+// 130-132 KB of shared memory), for two blocks an SM half of it (128 and 64 keys; 66 KB).
 constexpr int kSm80KeyWarps = 4;
-constexpr TileConfig sm80_key_warp_tile_config(int head_dim) {
+constexpr TileConfig sm80_key_warp_tile_config(int head_dim, int blocks_per_sm = 1) {
   const TileConfig one = portable_tile_config(head_dim, true);
-  if (head_dim != 64 && head_dim != 128) return TileConfig{0, 0, 0, 0};
-  return TileConfig{one.block_m, one.block_n * kSm80KeyWarps, kSm80KeyWarps, 1, 1,
-                    true, false, kSm80KeyWarps};
+  if ((head_dim != 64 && head_dim != 128) || (blocks_per_sm != 1 && blocks_per_sm != 2)) {
+    return TileConfig{0, 0, 0, 0};
+  }
+  return TileConfig{one.block_m, one.block_n * kSm80KeyWarps / blocks_per_sm, kSm80KeyWarps,
+                    blocks_per_sm, 1, true, false, kSm80KeyWarps};
 }
 
 // Page-table slots a paged sm80 walk keeps in shared memory (sm80/policy.cuh, PageTable), each
@@ -76,21 +79,42 @@ constexpr long long portable_paged_smem_bytes(const TileConfig& tiles, int head_
   return portable_smem_bytes(tiles, head_dim) + page_table_bytes(tiles.block_n);
 }
 
-// Whether an sm80 call left to the heuristic (num_splits = 0) on the narrow tile runs unsplit
-// with key warps: where its unsplit grid has from a third of the SMs' count of blocks to one and
-// a half times it, on a GPU whose blocks may take the tile's shared memory (sm_80 and sm_90 do;
-// sm_86 and sm_89, with 99 KB, do not). One-warp blocks that few stream below the HBM's rate,
-// so the heuristic splits them (G = 2-8) and pays partials and a combine; the key-warp grid
-// runs one block an SM with four warps' copies in flight instead. Measured on the H100 (132
-// SMs; decode, d=64 and 128, against the heuristic's G): 48-128 blocks 0-15% faster (2-4k keys
-// the most), 160 and 192 blocks 5-6%; at 32-40 blocks (one-warp splits fill more SMs) and 256
-// (two full waves) 1-20% slower. A fixed num_splits keeps the one-warp tile, so a sequence's result stays independent
+// The shared memory an SM keeps for each resident block besides the block's own (sm_80 to
+// sm_90: 1 KB).
+constexpr long long kSmemReservedPerBlock = 1024;
+
+// Whether blocks_per_sm blocks of these tiles (paged calls' included) fit on an SM whose blocks
+// may take smem_per_block bytes each (the SM has kSmemReservedPerBlock more).
+constexpr bool sm80_key_warp_tiles_fit(const TileConfig& tiles, int head_dim,
+                                       long long smem_per_block) {
+  return tiles.block_m > 0 &&
+         tiles.blocks_per_sm * (portable_paged_smem_bytes(tiles, head_dim) +
+                                kSmemReservedPerBlock) <= smem_per_block + kSmemReservedPerBlock;
+}
+
+// The key-warp tile an sm80 call left to the heuristic (num_splits = 0) runs unsplit on the
+// narrow tile, as its blocks an SM (sm80_key_warp_tile_config), or 0 for none. Its unsplit
+// grid of `blocks` (batch, k/v head) blocks takes
+//   - one block an SM from a third of the SMs' count to the count,
+//   - two blocks an SM beyond it up to 1.3 times the count (one wave of the half-size tile),
+//   - one block an SM from there to 1.5 times the count (two waves),
+// where the SM has the shared memory for them (sm_80 and sm_90 do; sm_86 and sm_89, with 99 KB
+// a block, do not). One-warp blocks that few stream below the HBM's rate, so the heuristic
+// splits them (G = 2-8) and pays partials and a combine; key-warp blocks keep four warps'
+// copies in flight instead. Measured on the H100 (132 SMs; decode, d=64 and 128, 2-8k keys,
+// against cuDNN): one block an SM 0-15% faster than the heuristic's G at 48-128 blocks; at
+// 136-168 blocks two an SM 0.96-1.06x cuDNN, one an SM 0.84-1.00x and the one-warp tile
+// unsplit 0.89-1.05x; at 176-184 blocks one an SM 0.95-1.04x and two 0.93-1.02x. At 32-40
+// blocks (one-warp splits fill more SMs) and 256 (two full waves) the one-warp tile is 1-20%
+// faster. A fixed num_splits keeps the one-warp tile, so a sequence's result stays independent
 // of its batch-mates (which the block count is not).
-constexpr bool sm80_takes_key_warps(long long blocks, int sm_count, long long smem_per_block,
-                                    int head_dim) {
-  const TileConfig tiles = sm80_key_warp_tile_config(head_dim);
-  return tiles.block_m > 0 && portable_paged_smem_bytes(tiles, head_dim) <= smem_per_block &&
-         blocks * 3 >= sm_count && blocks * 2 <= 3LL * sm_count;
+constexpr int sm80_key_warp_blocks_per_sm(long long blocks, int sm_count,
+                                          long long smem_per_block, int head_dim) {
+  if (blocks * 3 < sm_count || blocks * 2 > 3LL * sm_count) return 0;
+  const bool one_wave_of_two = blocks > sm_count && blocks * 10 <= 13LL * sm_count;
+  const int per_sm = one_wave_of_two ? 2 : 1;
+  const TileConfig tiles = sm80_key_warp_tile_config(head_dim, per_sm);
+  return sm80_key_warp_tiles_fit(tiles, head_dim, smem_per_block) ? per_sm : 0;
 }
 
 // The gfx9 policy (MFMA, wave64). Wide tiles: four waves of 32 query rows (one 32-column MFMA

@@ -414,9 +414,18 @@ void bind_split_rules(py::module_& h) {
         "blocks may take the tile's shared memory.",
         py::arg("family"), py::arg("problem"), py::arg("device"), py::arg("requested"));
 
+  h.def("key_warp_blocks_per_sm_for_run",
+        [](const std::string& family, const AttnProblem& p, const DeviceInfo& d, int requested) {
+          return key_warp_blocks_per_sm_for_run(family_named(family), p, d, requested);
+        },
+        "The key-warp tile the call runs, as its blocks an SM (1 or 2: key_warp_tiles' "
+        "blocks_per_sm; explain()'s blocks_per_sm where key_warps > 1), 0 without key warps.",
+        py::arg("family"), py::arg("problem"), py::arg("device"), py::arg("requested"));
+
   h.def("key_warp_tiles", &sm80_key_warp_tile_config,
-        "The sm80 narrow tile with key warps at this head dim (block_m 0 where there is none).",
-        py::arg("head_dim"));
+        "The sm80 narrow tile with key warps at this head dim, sized for blocks_per_sm blocks "
+        "an SM (1 or 2; block_m 0 where there is none).",
+        py::arg("head_dim"), py::arg("blocks_per_sm") = 1);
 
   h.def("forward_blocks",
         [](const AttnProblem& p, const TileConfig& t) {

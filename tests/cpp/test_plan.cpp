@@ -252,24 +252,28 @@ TEST(Plan, PortableGridPacksHeadsAndSplits) {
 
 TEST(Plan, UnsplitNarrowGridsOfAThirdToOneAndAHalfSmCountsRunKeyWarps) {
   // The H100's 132 SMs: 44 to 198 (batch, k/v head) blocks of decode take the key-warp tile,
-  // unsplit, where the heuristic is asked; fewer or more keep the one-warp tile.
+  // unsplit, where the heuristic is asked: one block an SM up to 132 and past 171 (1.3 x 132),
+  // two an SM between; fewer or more blocks keep the one-warp tile.
   for (int64_t d : {64, 128}) {
-    for (int64_t b : {10, 11, 30, 49, 50}) {
+    for (int64_t b : {10, 11, 30, 33, 34, 42, 43, 49, 50}) {
       const AttnProblem p = problem(b, 32, 4, 1, 8192, d, false);
-      const bool expected = b * 4 >= 44 && b * 4 <= 198;
-      EXPECT_EQ(takes_key_warps_for_run(KernelFamily::kPortableMma, p, h100(), 0), expected)
-          << b;
+      const long long blocks = b * 4;
+      const int per_sm = blocks < 44 || blocks > 198 ? 0 : blocks > 132 && blocks <= 171 ? 2 : 1;
+      EXPECT_EQ(key_warp_blocks_per_sm_for_run(KernelFamily::kPortableMma, p, h100(), 0), per_sm)
+          << blocks;
+      EXPECT_EQ(takes_key_warps_for_run(KernelFamily::kPortableMma, p, h100(), 0), per_sm > 0);
       const LaunchPlan plan = plan_of(p);
       ASSERT_EQ(plan.gate.family, KernelFamily::kPortableMma);
-      EXPECT_EQ(plan.tiles.key_warps, expected ? kSm80KeyWarps : 1) << b << " d=" << d;
-      if (!expected) continue;
-      const TileConfig tiles = sm80_key_warp_tile_config(static_cast<int>(d));
+      EXPECT_EQ(plan.tiles.key_warps, per_sm > 0 ? kSm80KeyWarps : 1) << blocks << " d=" << d;
+      if (per_sm == 0) continue;
+      const TileConfig tiles = sm80_key_warp_tile_config(static_cast<int>(d), per_sm);
       EXPECT_EQ(plan.tiles.block_n, tiles.block_n);
-      EXPECT_EQ(tiles.block_n, portable_tile_config(static_cast<int>(d), true).block_n * 4);
+      EXPECT_EQ(plan.tiles.blocks_per_sm, per_sm);
+      EXPECT_EQ(tiles.block_n, portable_tile_config(static_cast<int>(d), true).block_n * 4 / per_sm);
       EXPECT_EQ(plan.num_splits, 1);
       EXPECT_EQ(plan.forward_grid.x, 1);
       EXPECT_EQ(plan.forward_grid.y, 1);
-      EXPECT_EQ(plan.forward_grid.z, b * 4);
+      EXPECT_EQ(plan.forward_grid.z, blocks);
       EXPECT_EQ(plan.combine_grid.x, 0);
       // A fixed num_splits keeps the one-warp tile (batch invariance).
       for (long long requested : {1LL, 3LL}) {
@@ -291,11 +295,36 @@ TEST(Plan, UnsplitNarrowGridsOfAThirdToOneAndAHalfSmCountsRunKeyWarps) {
                                       DeviceInfo{Vendor::kNvidia, 80, 108, 163 * 1024}, 0));
   EXPECT_FALSE(takes_key_warps_for_run(KernelFamily::kPortableMma, decode,
                                        DeviceInfo{Vendor::kNvidia, 89, 84, 99 * 1024}, 0));
+  EXPECT_FALSE(takes_key_warps_for_run(KernelFamily::kPortableMma,
+                                       problem(24, 32, 4, 1, 8192, 128, false),  // 96 / 84 SMs
+                                       DeviceInfo{Vendor::kNvidia, 89, 84, 99 * 1024}, 0));
   EXPECT_FALSE(takes_key_warps_for_run(KernelFamily::kPortableMfma, decode, mi300x(), 0));
   EXPECT_EQ(make_launch_plan(problem(30, 32, 4, 1, 8192, 128, false), mi300x(), amd_build(),
                              PlanOptions{}, 0)
                 .tiles.key_warps,
             1);
+}
+
+TEST(Plan, KeyWarpTilesFitTheirBlocksAnSmWhereTheSharedMemoryHoldsThem) {
+  for (int d : {64, 128}) {
+    const TileConfig one = sm80_key_warp_tile_config(d, 1), two = sm80_key_warp_tile_config(d, 2);
+    EXPECT_EQ(two.block_n * 2, one.block_n);
+    EXPECT_EQ(two.blocks_per_sm, 2);
+    // 130-132 KB and 66 KB of Q and K/V stages, and their page tables.
+    EXPECT_GT(portable_paged_smem_bytes(one, d), 130 * 1024);
+    EXPECT_LT(portable_paged_smem_bytes(one, d), 135 * 1024);
+    EXPECT_LT(portable_paged_smem_bytes(two, d), 70 * 1024);
+    for (const TileConfig& tiles : {one, two}) {
+      EXPECT_TRUE(sm80_key_warp_tiles_fit(tiles, d, 227 * 1024));  // sm_90
+      EXPECT_TRUE(sm80_key_warp_tiles_fit(tiles, d, 163 * 1024));  // sm_80
+      EXPECT_FALSE(sm80_key_warp_tiles_fit(tiles, d, 99 * 1024));  // sm_86, sm_89
+    }
+    // The A100's 108 SMs: 120 blocks take two an SM.
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(120, 108, 163 * 1024, d), 2);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d), 1);
+  }
+  EXPECT_EQ(sm80_key_warp_tile_config(64, 3).block_m, 0);
+  EXPECT_EQ(sm80_key_warp_tile_config(96, 1).block_m, 0);
 }
 
 TEST(Plan, MultiTokenDecodeOfUpTo32PackedRowsRunsTheNarrowTile) {

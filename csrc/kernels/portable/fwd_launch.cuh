@@ -39,11 +39,14 @@ template <class Policy, KvLayout Layout>
 void launch_masking(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                     LaunchRecord* record) {
   const bool split = plan.num_splits > 1;
+  // The plan runs key warps unsplit only: their tiles have no split instances.
+  constexpr bool kSplits = Policy::kKeyWarps == 1;
+  if (split && !kSplits) throw std::logic_error("flashsplit: the key-warp tile runs unsplit");
   if (params.causal) {
-    split ? launch_variant<Policy, true, true, Layout>(params, plan, stream, record)
+    split ? launch_variant<Policy, true, kSplits, Layout>(params, plan, stream, record)
           : launch_variant<Policy, true, false, Layout>(params, plan, stream, record);
   } else {
-    split ? launch_variant<Policy, false, true, Layout>(params, plan, stream, record)
+    split ? launch_variant<Policy, false, kSplits, Layout>(params, plan, stream, record)
           : launch_variant<Policy, false, false, Layout>(params, plan, stream, record);
   }
 }

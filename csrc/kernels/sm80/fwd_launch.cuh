@@ -18,10 +18,13 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
                      LaunchRecord* record) {
   if (plan.tiles.key_warps > 1) {
     if constexpr (D == 64 || D == 128) {
-      using KeyWarps = Policy<Elem, D, true, kSm80KeyWarps>;
-      if (plan.tiles.key_warps == KeyWarps::kKeyWarps &&
-          plan.tiles.block_n == KeyWarps::kStageKeys) {
-        return portable::launch_policy<KeyWarps>(params, plan, stream, record);
+      using OneAnSm = Policy<Elem, D, true, kSm80KeyWarps, 1>;
+      using TwoAnSm = Policy<Elem, D, true, kSm80KeyWarps, 2>;
+      if (plan.tiles.key_warps == kSm80KeyWarps && plan.tiles.block_n == OneAnSm::kStageKeys) {
+        return portable::launch_policy<OneAnSm>(params, plan, stream, record);
+      }
+      if (plan.tiles.key_warps == kSm80KeyWarps && plan.tiles.block_n == TwoAnSm::kStageKeys) {
+        return portable::launch_policy<TwoAnSm>(params, plan, stream, record);
       }
     }
     throw std::logic_error("flashsplit: no sm80 narrow tile of " +

@@ -115,8 +115,8 @@ struct PageTable {
 // first_page(n)], row j % page_size; head points at the head's first element in page 0, row 0.
 // Here a thread copies a run of kRun consecutive rows (load_tile's threads take rows kRowStep
 // apart; either way each row is read by whole adjacent lanes, so both coalesce alike). Where the
-// page size is a multiple of kRun (16 rows on the narrow tile at d=64 and 128: pages of 16, 64,
-// 256, ...), a run stays inside one page: a thread reads one table entry per block and advances
+// page size is a multiple of kRun (16 rows on the narrow tile at d=64 and 128, 8 on the
+// half-size key-warp tile: pages of 16, 64, 256, ...), a run stays inside one page: a thread reads one table entry per block and advances
 // one pointer as load_tile does, so the narrow tile's paged walk costs a table entry and a page
 // offset per block over the contiguous walk (a page found per row would double its
 // instructions). Other page sizes walk the run row by row, stepping to the next page's entry
@@ -203,11 +203,12 @@ __device__ __forceinline__ void load_packed_q(Elem* smem, const Elem* q, const A
 
 // KeyWarps > 1: the narrow tile with key warps (sm80_key_warp_tile_config), whose warps share
 // the rows and each compute on their part of a key block.
-template <class ElemT, int D, bool Narrow, int KeyWarps = 1>
+template <class ElemT, int D, bool Narrow, int KeyWarps = 1, int KeyWarpBlocksPerSm = 1>
 struct Policy {
   using Elem = ElemT;
-  static constexpr TileConfig kConfig =
-      KeyWarps > 1 ? sm80_key_warp_tile_config(D) : portable_tile_config(D, Narrow);
+  static constexpr TileConfig kConfig = KeyWarps > 1
+                                            ? sm80_key_warp_tile_config(D, KeyWarpBlocksPerSm)
+                                            : portable_tile_config(D, Narrow);
   static constexpr int kHeadDim = D;
   static constexpr int kBlockM = kConfig.block_m;
   static constexpr int kKeyWarps = kConfig.key_warps;
