@@ -119,6 +119,8 @@ def run_shape(torch, flashsplit, args, shape, rows):
     n_blocks = math.ceil(sk / block_n) if block_n > 0 else 1
     heuristic_g = int(auto.get("num_splits", 1))
     key_warps = int(auto.get("key_warps") or 0) > 1
+    # The key-warp tile's blocks an SM: 1 (the full tile) or 2 (the half-size one).
+    key_warp_blocks_per_sm = int(auto.get("blocks_per_sm") or 0) if key_warps else 0
 
     # G = 1, the plan's own call (requested 0), then every listed G the key blocks allow.
     requested = [1, 0] + [g for g in args.split_list if g <= n_blocks]
@@ -131,7 +133,8 @@ def run_shape(torch, flashsplit, args, shape, rows):
     base = OrderedDict(shape=shape_label(shape), b=b, h=h, hk=hk, sq=sq, sk=sk, d=d,
                        dtype=args.dtype, causal=causal, flops=flops, io_bytes=io,
                        flop_floor_ms=flop_floor, byte_floor_ms=byte_floor,
-                       key_blocks=n_blocks, heuristic_g=heuristic_g, key_warps=key_warps)
+                       key_blocks=n_blocks, heuristic_g=heuristic_g, key_warps=key_warps,
+                       key_warp_blocks_per_sm=key_warp_blocks_per_sm)
     results = OrderedDict()
     timed = []  # (row, runner): every G and peer that ran once, timed together below
     reference_out = None
@@ -195,8 +198,11 @@ def best_of(results):
 
 
 def plan_label(base):
-    """The plan's split count, "1kw" where it runs the narrow tile with key warps."""
-    return f"{base['heuristic_g']}kw" if base["key_warps"] else str(base["heuristic_g"])
+    """The plan's split count: "1kw" where it runs the narrow tile with key warps, "1kw2" where
+    it runs their half-size tile, two blocks an SM."""
+    if not base["key_warps"]:
+        return str(base["heuristic_g"])
+    return f"{base['heuristic_g']}kw" + ("2" if base["key_warp_blocks_per_sm"] == 2 else "")
 
 
 def ms_or_status(row):

@@ -126,15 +126,15 @@ def test_kvcache_decode_appends_and_attends(dtype, d, paged, sq):
 
 def _key_warp_blocks_per_sm(blocks, d):
     """The key-warp tile the plan gives `blocks` unsplit narrow blocks on this GPU, as its blocks
-    an SM (0: none). The rule of core/portable_tiles.h: one an SM from a third of the SMs' count
-    to the count and from 1.3 times it to 1.5 times, two between, where the SM's shared memory
-    holds them with a paged call's table (134 KB for one, 2 x 69-70 KB for two, and 1 KB an SM
-    keeps per block)."""
+    an SM (0: none). The rule of core/portable_tiles.h: the full tile, one an SM, from a third of
+    the SMs' count to two thirds and from 1.3 times it to 1.5 times, the half-size tile, two an
+    SM, between, where the SM's shared memory holds them with a paged call's table (134 KB for
+    one, 2 x 69-70 KB for two, and 1 KB an SM keeps per block)."""
     props = torch.cuda.get_device_properties(0)
     sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
     if 3 * blocks < sms or 2 * blocks > 3 * sms:
         return 0
-    if sms < blocks and 10 * blocks <= 13 * sms:
+    if 3 * blocks >= 2 * sms and 10 * blocks <= 13 * sms:
         need = {64: 69_648, 128: 70_672}[d]
         return 2 if 2 * (need + 1024) <= smem + 1024 else 0
     return 1 if smem >= 137_232 else 0

@@ -252,13 +252,14 @@ TEST(Plan, PortableGridPacksHeadsAndSplits) {
 
 TEST(Plan, UnsplitNarrowGridsOfAThirdToOneAndAHalfSmCountsRunKeyWarps) {
   // The H100's 132 SMs: 44 to 198 (batch, k/v head) blocks of decode take the key-warp tile,
-  // unsplit, where the heuristic is asked: one block an SM up to 132 and past 171 (1.3 x 132),
-  // two an SM between; fewer or more blocks keep the one-warp tile.
+  // unsplit, where the heuristic is asked: the half-size tile, two blocks an SM, from 88 (two
+  // thirds of 132) to 171 (1.3 x 132), the full tile below and above; fewer or more blocks keep
+  // the one-warp tile.
   for (int64_t d : {64, 128}) {
-    for (int64_t b : {10, 11, 30, 33, 34, 42, 43, 49, 50}) {
+    for (int64_t b : {10, 11, 21, 22, 30, 33, 34, 42, 43, 49, 50}) {
       const AttnProblem p = problem(b, 32, 4, 1, 8192, d, false);
       const long long blocks = b * 4;
-      const int per_sm = blocks < 44 || blocks > 198 ? 0 : blocks > 132 && blocks <= 171 ? 2 : 1;
+      const int per_sm = blocks < 44 || blocks > 198 ? 0 : blocks >= 88 && blocks <= 171 ? 2 : 1;
       EXPECT_EQ(key_warp_blocks_per_sm_for_run(KernelFamily::kPortableMma, p, h100(), 0), per_sm)
           << blocks;
       EXPECT_EQ(takes_key_warps_for_run(KernelFamily::kPortableMma, p, h100(), 0), per_sm > 0);
@@ -319,9 +320,11 @@ TEST(Plan, KeyWarpTilesFitTheirBlocksAnSmWhereTheSharedMemoryHoldsThem) {
       EXPECT_TRUE(sm80_key_warp_tiles_fit(tiles, d, 163 * 1024));  // sm_80
       EXPECT_FALSE(sm80_key_warp_tiles_fit(tiles, d, 99 * 1024));  // sm_86, sm_89
     }
-    // The A100's 108 SMs: 120 blocks take two an SM.
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(120, 108, 163 * 1024, d), 2);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d), 1);
+    // The A100's 108 SMs: 72-140 blocks take two an SM.
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(140, 108, 163 * 1024, d), 2);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(72, 108, 163 * 1024, d), 2);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(71, 108, 163 * 1024, d), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(141, 108, 163 * 1024, d), 1);
   }
   EXPECT_EQ(sm80_key_warp_tile_config(64, 3).block_m, 0);
   EXPECT_EQ(sm80_key_warp_tile_config(96, 1).block_m, 0);
