@@ -124,17 +124,18 @@ def test_kvcache_decode_appends_and_attends(dtype, d, paged, sq):
             assert (kc[i, n + sq:] == POISON).all(), what + ": cache past the append"
 
 
-def _key_warp_blocks_per_sm(blocks, d):
-    """The key-warp tile the plan gives `blocks` unsplit narrow blocks on this GPU, as its blocks
-    an SM (0: none). The rule of core/portable_tiles.h: the full tile, one an SM, from a third of
-    the SMs' count to two thirds and from 1.3 times it to 1.5 times, the half-size tile, two an
-    SM, between, where the SM's shared memory holds them with a paged call's table (134 KB for
-    one, 2 x 69-70 KB for two, and 1 KB an SM keeps per block)."""
+def _key_warp_blocks_per_sm(blocks, d, sq=1):
+    """The key-warp tile the plan gives `blocks` unsplit narrow blocks of sq query tokens on this
+    GPU, as its blocks an SM (0: none). The rule of core/portable_tiles.h: for one token the full
+    tile, one an SM, from a third of the SMs' count to two thirds and from 1.3 times it to 1.5
+    times, the half-size tile, two an SM, between; for more tokens the full tile from a third of
+    the count to the count; where the SM's shared memory holds them with a paged call's table
+    (134 KB for one, 2 x 69-70 KB for two, and 1 KB an SM keeps per block)."""
     props = torch.cuda.get_device_properties(0)
     sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
-    if 3 * blocks < sms or 2 * blocks > 3 * sms:
+    if 3 * blocks < sms or 2 * blocks > (3 if sq == 1 else 2) * sms:
         return 0
-    if 3 * blocks >= 2 * sms and 10 * blocks <= 13 * sms:
+    if sq == 1 and 3 * blocks >= 2 * sms and 10 * blocks <= 13 * sms:
         need = {64: 69_648, 128: 70_672}[d]
         return 2 if 2 * (need + 1024) <= smem + 1024 else 0
     return 1 if smem >= 137_232 else 0
@@ -148,9 +149,9 @@ def _key_warp_blocks_per_sm(blocks, d):
 def test_kvcache_decode_on_the_key_warp_tile(dtype, b, d, paged, sq):
     """b sequences x 4 k/v heads of 0 to 2047 cached keys (shorter than one warp's part of a
     key block, across parts and blocks) left to the heuristic: on the portable kernels the
-    narrow tile with key warps, whose warps merge their softmax states (on the H100 one block
-    an SM at b=16, two at b=36); num_splits=1 runs the one-warp tile. Both against
-    naive_attention, with poison past every sequence's keys."""
+    narrow tile with key warps, whose warps merge their softmax states (on the H100 the full
+    tile at b=16, the half-size one at b=36 and sq=1); num_splits=1 runs the one-warp tile. Both
+    against naive_attention, with poison past every sequence's keys."""
     s, h, hk = 2048, 16, 4
     lens = ([0, 1, 5, 31, 33, 63, 64, 65, 127, 129, 255, 257, 700, 1000, 1500, 2047 - sq] * 3)[:b]
     gen = torch.Generator().manual_seed(b + d + sq + (paged or 0))
@@ -168,7 +169,7 @@ def test_kvcache_decode_on_the_key_warp_tile(dtype, b, d, paged, sq):
     for num_splits in (0, 1):
         decision = _native.sequence_gate_decision(q, k_cache, v_cache, seqs, True, num_splits)
         if decision["kernel"] == PORTABLE and decision["details"]["block_m"] == 16:
-            per_sm = _key_warp_blocks_per_sm(b * hk, d) if num_splits == 0 else 0
+            per_sm = _key_warp_blocks_per_sm(b * hk, d, sq) if num_splits == 0 else 0
             assert decision["details"]["key_warps"] == (4 if per_sm else 1), decision
             if per_sm:
                 assert decision["details"]["blocks_per_sm"] == per_sm, decision

@@ -80,7 +80,7 @@ int key_warp_blocks_per_sm_for_run(KernelFamily family, const AttnProblem& p,
   if (narrow.block_m > kNarrowMaxRows) return 0;
   return sm80_key_warp_blocks_per_sm(forward_blocks(p.b, p.sq, p.h, p.hk, narrow),
                                      device.sm_count, device.smem_per_block_optin,
-                                     static_cast<int>(p.d));
+                                     static_cast<int>(p.d), p.sq == 1);
 }
 
 bool takes_key_warps_for_run(KernelFamily family, const AttnProblem& p,

@@ -95,26 +95,34 @@ constexpr bool sm80_key_warp_tiles_fit(const TileConfig& tiles, int head_dim,
 
 // The key-warp tile an sm80 call left to the heuristic (num_splits = 0) runs unsplit on the
 // narrow tile, as its blocks an SM (sm80_key_warp_tile_config), or 0 for none. Its unsplit
-// grid of `blocks` (batch, k/v head) blocks takes
+// grid of `blocks` blocks (a (batch, k/v head) pair's row tiles) takes, for decode of one query
+// token,
 //   - the full tile, one block an SM, from a third of the SMs' count to two thirds of it,
 //   - the half-size tile, two blocks an SM, from there to 1.3 times the count (one wave),
 //   - the full tile from there to 1.5 times the count (two waves),
-// where the SM has the shared memory for them (sm_80 and sm_90 do; sm_86 and sm_89, with 99 KB
-// a block, do not). One-warp blocks that few stream below the HBM's rate, so the heuristic
-// splits them (G = 2-8) and pays partials and a combine; key-warp blocks keep four warps'
-// copies in flight instead. Measured on the H100 (132 SMs; decode, d=64 and 128, 2-8k keys,
-// against cuDNN; docs/design.md): the full tile 0-15% faster than the heuristic's G at 48-80
-// blocks, and 3-5% faster there than the half-size one; at 96-128 blocks the half-size tile
-// 0.990-1.083x cuDNN, 0.5-4.5% faster than the full one; at 136-168 blocks 0.96-1.06x, where
-// the full tile's two waves ran 0.84-1.00x and the one-warp tile unsplit 0.89-1.05x; at 176-184
-// blocks the full tile 0.95-1.04x and the half-size one 0.93-1.02x. At 32-40 blocks
-// (one-warp splits fill more SMs) and 256 (two full waves) the one-warp tile is 1-20% faster.
-// A fixed num_splits keeps the one-warp tile, so a sequence's result stays independent of its
-// batch-mates (which the block count is not).
+// and for several query tokens (multi-token decode) the full tile from a third of the count to
+// the count, where the SM has the shared memory for them (sm_80 and sm_90 do; sm_86 and sm_89,
+// with 99 KB a block, do not). One-warp blocks that few stream below the HBM's rate, so the
+// heuristic splits them (G = 2-8) and pays partials and a combine; key-warp blocks keep four
+// warps' copies in flight instead. Measured on the H100 (132 SMs; d=64 and 128, 2-16k keys,
+// against cuDNN; docs/design.md): decode on the full tile 0-15% faster than the heuristic's G at
+// 48-80 blocks, and 3-5% faster there than the half-size one; at 96-128 blocks the half-size
+// tile 0.990-1.083x cuDNN, 0.5-4.5% faster than the full one; at 136-168 blocks 0.96-1.06x,
+// where the full tile's two waves ran 0.84-1.00x and the one-warp tile unsplit 0.89-1.05x; at
+// 176-184 blocks the full tile 0.95-1.04x and the half-size one 0.93-1.02x. Multi-token decode
+// (paged, 4-8 tokens of a group of 4, against the contiguous call) read 1.08-1.38x on the
+// half-size tile and 0.97-1.04x on the full one at 96-128 blocks, and 1.26-1.55x on either at
+// 144-160 blocks against 1.09-1.12x split into 4. At 32-40 blocks (one-warp splits fill more
+// SMs) and 256 (two full waves) the one-warp tile is 1-20% faster. A fixed num_splits keeps the
+// one-warp tile, so a sequence's result stays independent of its batch-mates (which the block
+// count is not).
 constexpr int sm80_key_warp_blocks_per_sm(long long blocks, int sm_count,
-                                          long long smem_per_block, int head_dim) {
-  if (blocks * 3 < sm_count || blocks * 2 > 3LL * sm_count) return 0;
-  const bool half_size = blocks * 3 >= 2LL * sm_count && blocks * 10 <= 13LL * sm_count;
+                                          long long smem_per_block, int head_dim,
+                                          bool one_query) {
+  const long long most = one_query ? 3LL * sm_count : 2LL * sm_count;  // 1.5 or 1 x the SMs
+  if (blocks * 3 < sm_count || blocks * 2 > most) return 0;
+  const bool half_size =
+      one_query && blocks * 3 >= 2LL * sm_count && blocks * 10 <= 13LL * sm_count;
   const int per_sm = half_size ? 2 : 1;
   const TileConfig tiles = sm80_key_warp_tile_config(head_dim, per_sm);
   return sm80_key_warp_tiles_fit(tiles, head_dim, smem_per_block) ? per_sm : 0;

@@ -284,6 +284,15 @@ TEST(Plan, UnsplitNarrowGridsOfAThirdToOneAndAHalfSmCountsRunKeyWarps) {
       }
     }
   }
+  // Multi-token decode (4 tokens of a group of 4: one 16-row tile a pair) takes the full tile
+  // from 44 blocks to 132, none beyond.
+  for (int64_t b : {10, 11, 30, 33, 34, 49}) {
+    const AttnProblem p = problem(b, 16, 4, 4, 8192, 128, true);
+    const long long blocks = b * 4;
+    const int per_sm = blocks >= 44 && blocks <= 132 ? 1 : 0;
+    EXPECT_EQ(key_warp_blocks_per_sm_for_run(KernelFamily::kPortableMma, p, h100(), 0), per_sm)
+        << blocks;
+  }
   // Head dims without the tile, the wide tile, GPUs whose blocks take less shared memory than
   // the tile's (99 KB: sm_86 / sm_89, which have 84 SMs here) and the gfx9 policy keep one warp
   // a block's keys.
@@ -320,11 +329,16 @@ TEST(Plan, KeyWarpTilesFitTheirBlocksAnSmWhereTheSharedMemoryHoldsThem) {
       EXPECT_TRUE(sm80_key_warp_tiles_fit(tiles, d, 163 * 1024));  // sm_80
       EXPECT_FALSE(sm80_key_warp_tiles_fit(tiles, d, 99 * 1024));  // sm_86, sm_89
     }
-    // The A100's 108 SMs: 72-140 blocks take two an SM.
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(140, 108, 163 * 1024, d), 2);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(72, 108, 163 * 1024, d), 2);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(71, 108, 163 * 1024, d), 1);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(141, 108, 163 * 1024, d), 1);
+    // The A100's 108 SMs: decode of 72-140 blocks takes two an SM; several query tokens take
+    // the full tile up to 108 blocks and none beyond.
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(140, 108, 163 * 1024, d, true), 2);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(72, 108, 163 * 1024, d, true), 2);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(71, 108, 163 * 1024, d, true), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(141, 108, 163 * 1024, d, true), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(100, 108, 163 * 1024, d, false), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d, false), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(109, 108, 163 * 1024, d, false), 0);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(35, 108, 163 * 1024, d, false), 0);
   }
   EXPECT_EQ(sm80_key_warp_tile_config(64, 3).block_m, 0);
   EXPECT_EQ(sm80_key_warp_tile_config(96, 1).block_m, 0);
