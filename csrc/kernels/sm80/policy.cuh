@@ -116,15 +116,16 @@ struct PageTable {
 // Here a thread copies a run of kRun consecutive rows (load_tile's threads take rows kRowStep
 // apart; either way each row is read by whole adjacent lanes, so both coalesce alike). Where the
 // page size is a multiple of kRun (16 rows on the narrow tile at d=64 and 128, 8 on the
-// half-size key-warp tile: pages of 16, 64, 256, ...), a run stays inside one page: a thread reads one table entry per block and advances
-// one pointer as load_tile does, so the narrow tile's paged walk costs a table entry and a page
-// offset per block over the contiguous walk (a page found per row would double its
-// instructions). Other page sizes walk the run row by row, stepping to the next page's entry
-// where a page ends. That path is a loop, not unrolled: every paged instance carries both paths
-// at the four places the walk copies K or V, and a decode call starts with a cold instruction
-// cache (other kernels ran in between), so the instance's code size is its start-up cost
-// (with a page found per row, unrolled, the paged code was 2.5x the contiguous one's and its
-// calls 10-20% slower cold than warm; see docs/design.md).
+// half-size key-warp tile: pages of 16, 64, 256, ...), a run stays inside one page: a thread
+// reads one table entry per block and advances one pointer as load_tile does, so the narrow
+// tile's paged walk costs a table entry and a page offset per block over the contiguous walk
+// (a page found per row would double its instructions). Other page sizes walk the run row by
+// row, stepping to the next page's entry where a page ends. That path is a loop, not unrolled:
+// every paged instance carries both paths at the four places the walk copies K or V, and a
+// decode call starts with a cold instruction cache (other kernels ran in between), so the
+// instance's code size is its start-up cost (with a page found per row, unrolled, the paged
+// code was 2.5x the contiguous one's and its calls 10-20% slower cold than warm; see
+// docs/design.md).
 template <int Rows, int D, int Threads, class Elem>
 __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
                                                 const PageTable<Rows, Threads>& table,
@@ -202,7 +203,8 @@ __device__ __forceinline__ void load_packed_q(Elem* smem, const Elem* q, const A
 }
 
 // KeyWarps > 1: the narrow tile with key warps (sm80_key_warp_tile_config), whose warps share
-// the rows and each compute on their part of a key block.
+// the rows and each compute on their part of a key block; its full tile runs one block an SM
+// (KeyWarpBlocksPerSm = 1), its half-size tile two.
 template <class ElemT, int D, bool Narrow, int KeyWarps = 1, int KeyWarpBlocksPerSm = 1>
 struct Policy {
   using Elem = ElemT;
