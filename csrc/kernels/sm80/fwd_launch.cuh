@@ -20,11 +20,13 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
     if constexpr (D == 64 || D == 128) {
       using OneAnSm = Policy<Elem, D, true, kSm80KeyWarps, 1>;
       using TwoAnSm = Policy<Elem, D, true, kSm80KeyWarps, 2>;
-      if (plan.tiles.key_warps == kSm80KeyWarps && plan.tiles.block_n == OneAnSm::kStageKeys) {
-        return portable::launch_policy<OneAnSm>(params, plan, stream, record);
-      }
-      if (plan.tiles.key_warps == kSm80KeyWarps && plan.tiles.block_n == TwoAnSm::kStageKeys) {
-        return portable::launch_policy<TwoAnSm>(params, plan, stream, record);
+      if (plan.tiles.key_warps == kSm80KeyWarps) {
+        if (plan.tiles.block_n == OneAnSm::kStageKeys) {
+          return portable::launch_policy<OneAnSm>(params, plan, stream, record);
+        }
+        if (plan.tiles.block_n == TwoAnSm::kStageKeys) {
+          return portable::launch_policy<TwoAnSm>(params, plan, stream, record);
+        }
       }
     }
     throw std::logic_error("flashsplit: no sm80 narrow tile of " +
