@@ -142,7 +142,11 @@ def _key_warp_blocks_per_sm(blocks, d, sq=1):
 
 
 @pytest.mark.parametrize("sq", [1, 3])
-@pytest.mark.parametrize("paged", [None, 16, 64], ids=["contiguous", "page16", "page64"])
+# Pages of a multiple of a thread's copy run (16 rows on the full tile, 8 on the half-size one),
+# of half a run only (8 and 24 on the full tile, 12 on the half-size one: a run's second half
+# may start the next page), and of neither (12 on the full tile).
+@pytest.mark.parametrize("paged", [None, 8, 12, 16, 24, 64],
+                         ids=["contiguous", "page8", "page12", "page16", "page24", "page64"])
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
 @pytest.mark.parametrize("b", [16, 36], ids=["b16", "b36"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)

@@ -111,21 +111,42 @@ struct PageTable {
   }
 };
 
+// Rows consecutive key rows of one page, from src on, into rows first_row, ... of a stage
+// (unrolled: one pointer advanced a row at a time); rows at or past n_valid (key0 is the first
+// row's key) are zero-filled, their copies pointed at fallback.
+template <int Rows, int D, int PassChunks, class Elem>
+__device__ __forceinline__ void load_page_rows(Elem* smem, const Elem* src, const Elem* fallback,
+                                               int64_t row_stride, int first_row, int chunk,
+                                               int key0, int n_valid) {
+  constexpr int kPasses = D / 8 / PassChunks;
+#pragma unroll
+  for (int i = 0; i < Rows; ++i) {
+    const bool valid = key0 + i < n_valid;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      cp_async_16(smem_addr(smem + swizzled<D>(first_row + i, pass * PassChunks + chunk)),
+                  valid ? src + pass * PassChunks * 8 : fallback, valid);
+    }
+    src += row_stride;
+  }
+}
+
 // load_tile for paged rows: key j of block n lives in page table.slot(n)[j / page_size -
-// first_page(n)], row j % page_size; head points at the head's first element in page 0, row 0.
-// Here a thread copies a run of kRun consecutive rows (load_tile's threads take rows kRowStep
-// apart; either way each row is read by whole adjacent lanes, so both coalesce alike). Where the
-// page size is a multiple of kRun (16 rows on the narrow tile at d=64 and 128, 8 on the
-// half-size key-warp tile: pages of 16, 64, 256, ...), a run stays inside one page: a thread
-// reads one table entry per block and advances one pointer as load_tile does, so the narrow
-// tile's paged walk costs a table entry and a page offset per block over the contiguous walk
-// (a page found per row would double its instructions). Other page sizes walk the run row by
-// row, stepping to the next page's entry where a page ends. That path is a loop, not unrolled:
-// every paged instance carries both paths at the four places the walk copies K or V, and a
-// decode call starts with a cold instruction cache (other kernels ran in between), so the
-// instance's code size is its start-up cost (with a page found per row, unrolled, the paged
-// code was 2.5x the contiguous one's and its calls 10-20% slower cold than warm; see
-// docs/design.md).
+// first_page(n)], row j % page_size; head points at the head's first element in page 0, row 0. Here
+// a thread copies a run of kRun consecutive rows (load_tile's threads take rows kRowStep apart;
+// either way each row is read by whole adjacent lanes, so both coalesce alike), as two halves.
+// Where the page size is a multiple of half a run (a run is 16 rows on the narrow tile at d=64 and
+// 128, where that takes pages of 8, 16, 24, 64, 256, ..., and 8 on the half-size key-warp tile),
+// each half stays inside one page, and the run is two unrolled copies that advance one pointer as
+// load_tile does, the second half from the next page's table entry where the first ends its page
+// (never for page sizes that are a multiple of the run). The narrow tile's paged walk so costs a
+// table entry or two and a page offset per block over the contiguous walk (a page found per row
+// would double its instructions). Other page sizes walk the run row by row, stepping to the next
+// page's entry where a page ends, in a loop that is not unrolled: every paged instance carries both
+// paths at the four places the walk copies K or V, and a decode call starts with a cold instruction
+// cache (other kernels ran in between), so the instance's code size is its start-up cost (with a
+// page found per row, unrolled, the paged code was 2.5x the contiguous one's and its calls 10-20%
+// slower cold than warm; see docs/design.md).
 template <int Rows, int D, int Threads, class Elem>
 __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
                                                 const PageTable<Rows, Threads>& table,
@@ -134,6 +155,7 @@ __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
   constexpr int kPassChunks = pass_chunks<D, Threads>();
   constexpr int kPasses = D / 8 / kPassChunks;
   constexpr int kRun = Rows / (Threads / kPassChunks);
+  constexpr int kHalf = kRun / 2;
   static_assert((kRun & (kRun - 1)) == 0, "runs of a power of two of rows");
   const int chunk = static_cast<int>(threadIdx.x) % kPassChunks;
   const int first_row = static_cast<int>(threadIdx.x) / kPassChunks * kRun;
@@ -147,17 +169,22 @@ __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
   int in_page = table.page_size.mod(key0, page);
   const Elem* src = row0 + static_cast<int64_t>(entries[page - first_page]) * page_stride +
                     static_cast<int64_t>(in_page) * row_stride;
-  if ((page_size & (kRun - 1)) == 0) {
-#pragma unroll
-    for (int i = 0; i < kRun; ++i) {
-      const bool valid = key0 + i < n_valid;
-#pragma unroll
-      for (int pass = 0; pass < kPasses; ++pass) {
-        cp_async_16(smem_addr(smem + swizzled<D>(first_row + i, pass * kPassChunks + chunk)),
-                    valid ? src + pass * kPassChunks * 8 : head, valid);
-      }
-      src += row_stride;
+  if constexpr (kRun == 1) {  // a run of one row: always inside its page
+    load_page_rows<1, D, kPassChunks>(smem, src, head, row_stride, first_row, chunk, key0,
+                                      n_valid);
+    return;
+  }
+  if ((page_size & (kHalf - 1)) == 0) {
+    // Each half of the run stays inside a page: the second goes on in the first's page, or
+    // starts the next one where the first ends its page.
+    const Elem* second = src + kHalf * row_stride;
+    if (in_page + kHalf == page_size) {
+      second = row0 + static_cast<int64_t>(entries[page + 1 - first_page]) * page_stride;
     }
+    load_page_rows<kHalf, D, kPassChunks>(smem, src, head, row_stride, first_row, chunk, key0,
+                                          n_valid);
+    load_page_rows<kHalf, D, kPassChunks>(smem, second, head, row_stride, first_row + kHalf,
+                                          chunk, key0 + kHalf, n_valid);
     return;
   }
   // Other page sizes: the run walks on from its first row's place, taking the next page's
