@@ -3,11 +3,11 @@ without a GPU.
 
 A decode call starts with a cold instruction cache: the kernels of a model's previous layer ran
 in between. A paged instance copies K and V at four places of its walk, each with the copy path
-for page sizes a thread's run of rows fits in and the per-row path for the others, so what it
-costs over the contiguous instance is mostly code. The test holds every paged instance of the
-decode head dims to 1.5x the instructions of its contiguous twin (the same tile, mask and
-split); unrolled, the per-row path and the table copies made it 2.5x, and a paged call then ran
-10-20% slower after another kernel than after itself (docs/design.md).
+for page sizes each half of a thread's run of rows fits in and the per-row path for the others,
+so what it costs over the contiguous instance is mostly code. The test holds every paged
+instance of the decode head dims to 1.5x the instructions of its contiguous twin (the same tile,
+mask and split); unrolled, the per-row path and the table copies made it 2.5x, and a paged call
+then ran 10-20% slower after another kernel than after itself (docs/design.md).
 """
 
 import os
