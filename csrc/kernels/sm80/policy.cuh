@@ -189,6 +189,10 @@ __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
   }
   // Other page sizes: the run walks on from its first row's place, taking the next page's
   // entry where a page ends (every row for pages of one key), in a loop that is not unrolled.
+  // The next page's entry is read a page ahead of its use (the slot's last entry stands in
+  // past the slot), so the copies do not wait on each entry's read.
+  constexpr int kLastEntry = PageTable<Rows, Threads>::kSlotEntries - 1;
+  int next_entry = entries[min(page + 1 - first_page, kLastEntry)];
 #pragma unroll 1
   for (int i = 0; i < kRun; ++i) {
     const bool valid = key0 + i < n_valid;
@@ -202,7 +206,8 @@ __device__ __forceinline__ void load_paged_tile(Elem* smem, const Elem* head,
     if (++in_page == page_size && i + 1 < kRun) {
       in_page = 0;
       ++page;
-      src = row0 + static_cast<int64_t>(entries[page - first_page]) * page_stride;
+      src = row0 + static_cast<int64_t>(next_entry) * page_stride;
+      next_entry = entries[min(page + 1 - first_page, kLastEntry)];
     }
   }
 }
