@@ -7,7 +7,11 @@ events, the L2 written between calls by rotating input sets, orders rotated). Ba
 the bytes a call must move: the cache's used keys and values, q and out.
 
     python benchmarks/bench_kvcache.py [--shape b,sq,h,hk,s_cache,d ...] [--pages 16,64,256]
-                                       [--out DIR]
+                                       [--shuffle-run PAGES] [--out DIR]
+
+Paged caches hold the keys in shuffled pages, as a cache allocator's free list hands them out;
+--shuffle-run N shuffles them only within runs of N neighbouring pages of the pool (an
+allocator that keeps a sequence's pages near each other), 0 over the whole pool.
 """
 
 import argparse
@@ -42,21 +46,33 @@ def parse_args(argv=None):
     p.add_argument("--shape", type=parse_shape, action="append",
                    help="b,sq,h,hk,s_cache,d (repeatable; default: a decode grid)")
     p.add_argument("--pages", default="16,64,256", help="page sizes of the paged runs")
+    p.add_argument("--shuffle-run", type=int, default=0,
+                   help="shuffle pages only within runs of this many (0: the whole pool)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--out", default=None, help="directory for bench_kvcache.csv")
     args = p.parse_args(argv)
     args.shapes = args.shape or DEFAULT_SHAPES
     args.page_sizes = T.parse_int_list(args.pages)
+    if args.shuffle_run < 0:
+        p.error(f"--shuffle-run must be >= 0, got {args.shuffle_run}")
     return args
 
 
-def paged(torch, k, v, page_size, gen):
-    """k and v (b, s, hk, d) as the same shuffled pages (pages, page_size, hk, d) each, and the
-    block table."""
+def page_order(torch, pages, run, gen):
+    """Where each page goes: a shuffle of the pool, or within each run of `run` pages."""
+    if run <= 0 or run >= pages:
+        return torch.randperm(pages, generator=gen)
+    return torch.cat([first + torch.randperm(min(run, pages - first), generator=gen)
+                      for first in range(0, pages, run)])
+
+
+def paged(torch, k, v, page_size, gen, run=0):
+    """k and v (b, s, hk, d) as the same shuffled pages (pages, page_size, hk, d) each (shuffled
+    within runs of `run` pages, 0: over the pool), and the block table."""
     b, s = k.shape[:2]
     per_seq = math.ceil(s / page_size)
-    order = torch.randperm(b * per_seq, generator=gen).to("cuda")
+    order = page_order(torch, b * per_seq, run, gen).to("cuda")
 
     def scatter(cache):
         padded = torch.nn.functional.pad(cache, (0, 0, 0, 0, 0, per_seq * page_size - s))
@@ -68,7 +84,7 @@ def paged(torch, k, v, page_size, gen):
     return scatter(k), scatter(v), order.view(b, per_seq).to(torch.int32)
 
 
-def methods(torch, flashsplit, shape, sets, page_sizes):
+def methods(torch, flashsplit, shape, sets, page_sizes, shuffle_run=0):
     """name -> runner(q, k, v, extra) and the per-set extras the runners take."""
     b, sq, h, hk, s, d = shape
     lens = torch.full((b,), s, dtype=torch.int32, device="cuda")
@@ -80,7 +96,7 @@ def methods(torch, flashsplit, shape, sets, page_sizes):
     extras = [dict() for _ in sets]
     for page in page_sizes:
         for (q, k, v), extra in zip(sets, extras):
-            extra[page] = paged(torch, k, v, page, gen)
+            extra[page] = paged(torch, k, v, page, gen, shuffle_run)
         runners[f"flashsplit_page{page}"] = (
             lambda q, k, v, x, page=page: flashsplit.flash_attn_with_kvcache(
                 q, x[page][0], x[page][1], cache_seqlens=lens, block_table=x[page][2],
@@ -102,7 +118,7 @@ def run_shape(torch, flashsplit, args, shape, rows):
     # another has just read; and at least two sets, so that two calls in a row never read the
     # same cache however large.
     sets = T.make_input_sets(torch, b, h, hk, sq, s, d, torch.bfloat16, max_sets=16, min_sets=2)
-    runners, extras = methods(torch, flashsplit, shape, sets, args.page_sizes)
+    runners, extras = methods(torch, flashsplit, shape, sets, args.page_sizes, args.shuffle_run)
     arg_sets = [(q, k, v, x) for (q, k, v), x in zip(sets, extras)]
     io = T.attention_io_bytes(b, h, hk, sq, s, d, 2)
     timed, contiguous = [], None
