@@ -161,6 +161,11 @@ MEMCHECK_CASES = [
          "contiguous"),
     Case("fp16-d128-decode-auto-key-warps-two-an-sm-paged16", "fp16", 128, False, 36, 1, 300, 8,
          4, 0, "paged16"),
+    # ... with K and V copied a key block ahead apart (160 decode blocks on the H100).
+    Case("bf16-d64-decode-auto-key-warps-staggered", "bf16", 64, False, 40, 1, 777, 8, 4, 0,
+         "contiguous"),
+    Case("fp16-d128-decode-auto-key-warps-staggered-paged16", "fp16", 128, False, 80, 1, 300, 4,
+         2, 0, "paged16"),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64, and a short GQA
 # query block packed into its rows), the portable wide tile and the narrow tile (decode).
@@ -186,6 +191,11 @@ RACECHECK_CASES = [
          "contiguous"),
     Case("race-bf16-d64-decode-auto-key-warps-two-an-sm", "bf16", 64, False, 144, 1, 300, 2, 1,
          0, "contiguous"),
+    # Staggered copies: K and V each overwrite their buffer once every warp is done with it.
+    Case("race-bf16-d64-decode-auto-key-warps-staggered", "bf16", 64, False, 160, 1, 300, 2, 1,
+         0, "contiguous"),
+    Case("race-fp16-d128-decode-auto-key-warps-staggered-paged16", "fp16", 128, False, 80, 1, 300,
+         4, 2, 0, "paged16"),
     Case("race-bf16-d96-causal-G1-hopper", "bf16", 96, True, 1, 200, 300, 2, 2, 1, "contiguous"),
     Case("race-fp16-d128-causal-G1-hopper-running-max", "fp16", 128, True, 1, 130, 4200, 1, 1, 1,
          "contiguous", 128),

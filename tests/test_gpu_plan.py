@@ -27,6 +27,7 @@ SHAPES = [
     (8, 32, 8, 1, 16384, 128, False, 3, "decode on the narrow portable tile, forced split"),
     (8, 8, 8, 1, 2048, 64, False, 0, "decode on the narrow tile with key warps"),
     (18, 32, 8, 1, 4096, 128, False, 0, "decode on the key-warp tile of two blocks an SM"),
+    (22, 32, 8, 1, 4096, 64, False, 0, "decode on the key-warp tile, copies staggered"),
     (2, 32, 8, 40, 3000, 64, True, 3, "GQA rows packed in Hopper tiles, forced split"),
     (2, 24, 4, 40, 3000, 96, True, 3, "GQA rows of d=96 packed in portable tiles, forced split"),
     (2, 40, 8, 30, 3000, 128, True, 0, "a group of 5 packed in 125 Hopper tile rows"),
@@ -86,7 +87,8 @@ def test_the_shapes_cover_every_walk(request):
         seen.add((plan["kernel"], details["block_m"]))
         if details["packs_heads"]:
             seen.add(("packs_heads", plan["kernel"]))
-        for key in ("carry", "rotate_rounds", "tile_counter", "persistent", "running_max"):
+        for key in ("carry", "rotate_rounds", "tile_counter", "persistent", "running_max",
+                    "staggered_kv"):
             if details[key]:
                 seen.add(key)
         if details["tail_tiles"]:
@@ -99,7 +101,8 @@ def test_the_shapes_cover_every_walk(request):
             seen.add("one block per tile")
     expected = {("hopper_wgmma", 128), ("hopper_wgmma", 192), ("hopper_wgmma", 256),
                 ("portable_mma", 16), ("portable_mma", 128), "carry", "rotate_rounds",
-                "tile_counter", "persistent", "running_max", "tail", ("key_warps", 1),
+                "tile_counter", "persistent", "running_max", "staggered_kv", "tail",
+                ("key_warps", 1),
                 ("key_warps", 2),
                 ("split", "hopper_wgmma"),
                 ("split", "portable_mma"), "one block per tile", ("packs_heads", "hopper_wgmma"),

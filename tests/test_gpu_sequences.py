@@ -127,18 +127,25 @@ def test_kvcache_decode_appends_and_attends(dtype, d, paged, sq):
 def _key_warp_blocks_per_sm(blocks, d, sq=1):
     """The key-warp tile the plan gives `blocks` unsplit narrow blocks of sq query tokens on this
     GPU, as its blocks an SM (0: none). The rule of core/portable_tiles.h: for one token the full
-    tile, one an SM, from a third of the SMs' count to two thirds and from 1.3 times it to 1.5
-    times, the half-size tile, two an SM, between; for more tokens the full tile from a third of
-    the count to the count; where the SM's shared memory holds them with a paged call's table
-    (134 KB for one, 2 x 69-70 KB for two, and 1 KB an SM keeps per block)."""
+    tile, one an SM, from a third of the SMs' count to two thirds, the half-size tile, two an SM,
+    from there to 1.5 times it; for more tokens the full tile from a third of the count to the
+    count; where the SM's shared memory holds them with a paged call's table (134 KB for one,
+    2 x 69-70 KB for two, and 1 KB an SM keeps per block)."""
     props = torch.cuda.get_device_properties(0)
     sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
     if 3 * blocks < sms or 2 * blocks > (3 if sq == 1 else 2) * sms:
         return 0
-    if sq == 1 and 3 * blocks >= 2 * sms and 10 * blocks <= 13 * sms:
+    if sq == 1 and 3 * blocks >= 2 * sms:
         need = {64: 69_648, 128: 70_672}[d]
         return 2 if 2 * (need + 1024) <= smem + 1024 else 0
     return 1 if smem >= 137_232 else 0
+
+
+def _key_warps_staggered(blocks, per_sm):
+    """Whether the key-warp tile copies K and V a block ahead apart (sm80_key_warp_staggered):
+    the half-size tile past 1.1 times the SMs' count."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    return per_sm == 2 and 10 * blocks > 11 * sms
 
 
 @pytest.mark.parametrize("sq", [1, 3])
@@ -148,14 +155,15 @@ def _key_warp_blocks_per_sm(blocks, d, sq=1):
 @pytest.mark.parametrize("paged", [None, 8, 12, 16, 24, 64],
                          ids=["contiguous", "page8", "page12", "page16", "page24", "page64"])
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
-@pytest.mark.parametrize("b", [16, 36], ids=["b16", "b36"])
+@pytest.mark.parametrize("b", [16, 36, 40], ids=["b16", "b36", "b40"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_kvcache_decode_on_the_key_warp_tile(dtype, b, d, paged, sq):
     """b sequences x 4 k/v heads of 0 to 2047 cached keys (shorter than one warp's part of a
     key block, across parts and blocks) left to the heuristic: on the portable kernels the
     narrow tile with key warps, whose warps merge their softmax states (on the H100 the full
-    tile at b=16, the half-size one at b=36 and sq=1); num_splits=1 runs the one-warp tile. Both
-    against naive_attention, with poison past every sequence's keys."""
+    tile at b=16, the half-size one at b=36 and sq=1, with staggered copies at b=40);
+    num_splits=1 runs the one-warp tile. Both against naive_attention, with poison past every
+    sequence's keys."""
     s, h, hk = 2048, 16, 4
     lens = ([0, 1, 5, 31, 33, 63, 64, 65, 127, 129, 255, 257, 700, 1000, 1500, 2047 - sq] * 3)[:b]
     gen = torch.Generator().manual_seed(b + d + sq + (paged or 0))
@@ -175,6 +183,8 @@ def test_kvcache_decode_on_the_key_warp_tile(dtype, b, d, paged, sq):
         if decision["kernel"] == PORTABLE and decision["details"]["block_m"] == 16:
             per_sm = _key_warp_blocks_per_sm(b * hk, d, sq) if num_splits == 0 else 0
             assert decision["details"]["key_warps"] == (4 if per_sm else 1), decision
+            staggered = _key_warps_staggered(b * hk, per_sm)
+            assert decision["details"]["staggered_kv"] == staggered, decision
             if per_sm:
                 assert decision["details"]["blocks_per_sm"] == per_sm, decision
         out, lse = flashsplit.flash_attn_with_kvcache(
@@ -184,7 +194,7 @@ def test_kvcache_decode_on_the_key_warp_tile(dtype, b, d, paged, sq):
 
 
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
-@pytest.mark.parametrize("b", [24, 36], ids=["b24", "b36"])
+@pytest.mark.parametrize("b", [24, 36, 44], ids=["b24", "b36", "b44"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_dense_decode_on_the_key_warp_tile(dtype, b, d):
     """flash_attn_func decode of b x 4 k/v heads over 3001 keys (a last key block that ends
@@ -197,6 +207,8 @@ def test_dense_decode_on_the_key_warp_tile(dtype, b, d):
     if decision["kernel"] == PORTABLE:
         per_sm = _key_warp_blocks_per_sm(b * hk, d)
         assert decision["details"]["key_warps"] == (4 if per_sm else 1), decision
+        staggered = _key_warps_staggered(b * hk, per_sm)
+        assert decision["details"]["staggered_kv"] == staggered, decision
         if per_sm:
             assert decision["details"]["blocks_per_sm"] == per_sm, decision
     _assert_dense_matches(q, k, v, False, dtype, f"decode d={d}")

@@ -42,6 +42,8 @@ struct LaunchPlan {
   int tile_group = 0;          // units (split, batch, head) per group of the tile order (Hopper)
   // Causal ping-pong tiles take probabilities at the running max (hopper_causal_running_max).
   bool running_max = false;
+  // Key-warp tiles copy K and V a key block ahead apart (sm80_key_warp_staggered).
+  bool staggered_kv = false;
   TailSplit tail;              // the last round spread over every SM (tail_split.h), if active
   // Launches: the forward kernel (its main tiles where a tail split follows), the tail split's
   // pieces, and the combine (G >= 2) with its lanes per row (combine_math.h).
@@ -61,6 +63,7 @@ struct LaunchRecord {
   int key_warps = 0;         // the portable tile's key warps (0: a Hopper launch)
   bool packs_heads = false;  // the Hopper instance whose tiles pack a GQA group's heads
   bool carry = false, rotate_rounds = false, tile_counter = false, running_max = false;
+  bool staggered_kv = false;
   int tile_group = 0, tail_tiles = 0, tail_parts = 0;
   LaunchGrid forward_grid, tail_grid, combine_grid;
   int combine_lanes = 0;

@@ -67,6 +67,22 @@ constexpr TileConfig sm80_key_warp_tile_config(int head_dim, int blocks_per_sm =
                     blocks_per_sm, 1, true, false, kSm80KeyWarps};
 }
 
+// Whether a key-warp grid of `blocks` blocks, blocks_per_sm an SM, copies each key block's K
+// and V a block ahead apart (staggered: K once every warp's S = Q K^T of the block before is
+// done, V once its P V is, each into one buffer) instead of the next block's pair into the
+// other stage before waiting for the current one: the half-size tile on grids past 1.1 times
+// the SMs' count. There the SMs that hold two blocks set the call's length, and a pair in
+// flight per block holds them back (under ncu at 168 blocks their last SM ended 6 K cycles
+// after the mean, cuDNN's 2 K); staggered, one key block's K and V are in flight per block at
+// most, as in cuDNN's kernel of this shape. Measured on the H100 (decode, bf16, against cuDNN,
+// docs/design.md): at 152-196 blocks d=64 0.985-1.009x staggered against 0.94-1.00x on two
+// stages (the half-size tile to 168 blocks, the full tile's two waves beyond), at 160-184
+// blocks d=128 1.08-1.12x against 1.02-1.05x; at 128-136 blocks 0.98-1.00x against 1.00-1.03x,
+// and 0.77-0.89x at 64-96 blocks, one an SM.
+constexpr bool sm80_key_warp_staggered(long long blocks, int sm_count, int blocks_per_sm) {
+  return blocks_per_sm == 2 && blocks * 10 > 11LL * sm_count;
+}
+
 // Page-table slots a paged sm80 walk keeps in shared memory (sm80/policy.cuh, PageTable), each
 // with the entries of one key block's pages (block_n + 1: the pages block_n keys can touch),
 // and their bytes.
@@ -98,8 +114,8 @@ constexpr bool sm80_key_warp_tiles_fit(const TileConfig& tiles, int head_dim,
 // grid of `blocks` blocks (a (batch, k/v head) pair's row tiles) takes, for decode of one query
 // token,
 //   - the full tile, one block an SM, from a third of the SMs' count to two thirds of it,
-//   - the half-size tile, two blocks an SM, from there to 1.3 times the count (one wave),
-//   - the full tile from there to 1.5 times the count (two waves),
+//   - the half-size tile, two blocks an SM, from there to 1.5 times the count (one wave; past
+//     1.1 times it with its copies staggered, sm80_key_warp_staggered),
 // and for several query tokens (multi-token decode) the full tile from a third of the count to
 // the count, where the SM has the shared memory for them (sm_80 and sm_90 do; sm_86 and sm_89,
 // with 99 KB a block, do not). One-warp blocks that few stream below the HBM's rate, so the
@@ -109,7 +125,8 @@ constexpr bool sm80_key_warp_tiles_fit(const TileConfig& tiles, int head_dim,
 // 48-80 blocks, and 3-5% faster there than the half-size one; at 96-128 blocks the half-size
 // tile 0.990-1.083x cuDNN, 0.5-4.5% faster than the full one; at 136-168 blocks 0.96-1.06x,
 // where the full tile's two waves ran 0.84-1.00x and the one-warp tile unsplit 0.89-1.05x; at
-// 176-184 blocks the full tile 0.95-1.04x and the half-size one 0.93-1.02x. Multi-token decode
+// 176-184 blocks the full tile 0.95-1.04x and the half-size one 0.93-1.02x, and the half-size
+// tile with staggered copies 0.985-1.12x at 152-196 blocks. Multi-token decode
 // (paged, 4-8 tokens of a group of 4, against the contiguous call) read 1.08-1.38x on the
 // half-size tile and 0.97-1.04x on the full one at 96-128 blocks, and 1.26-1.55x on either at
 // 144-160 blocks against 1.09-1.12x split into 4. At 32-40 blocks (one-warp splits fill more
@@ -121,8 +138,7 @@ constexpr int sm80_key_warp_blocks_per_sm(long long blocks, int sm_count,
                                           bool one_query) {
   const long long most = one_query ? 3LL * sm_count : 2LL * sm_count;  // 1.5 or 1 x the SMs
   if (blocks * 3 < sm_count || blocks * 2 > most) return 0;
-  const bool half_size =
-      one_query && blocks * 3 >= 2LL * sm_count && blocks * 10 <= 13LL * sm_count;
+  const bool half_size = one_query && blocks * 3 >= 2LL * sm_count;
   const int per_sm = half_size ? 2 : 1;
   const TileConfig tiles = sm80_key_warp_tile_config(head_dim, per_sm);
   return sm80_key_warp_tiles_fit(tiles, head_dim, smem_per_block) ? per_sm : 0;

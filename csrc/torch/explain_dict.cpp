@@ -32,6 +32,8 @@ pybind11::dict plan_details(const LaunchPlan& plan, int64_t b, int64_t sq, int64
   d["tile_counter"] = plan.tile_counter;
   d["tile_group"] = plan.tile_group;
   d["running_max"] = plan.running_max;
+  // Key-warp tiles: K and V copied a key block ahead apart, K after S, V after P V.
+  d["staggered_kv"] = plan.staggered_kv;
   d["tail_tiles"] = plan.tail.tail_tiles;
   d["tail_parts"] = plan.tail.max_parts;
   d["forward_grid"] = grid_tuple(plan.forward_grid);
@@ -70,6 +72,7 @@ pybind11::dict launch_record_dict(const LaunchRecord& r) {
   d["tile_counter"] = r.tile_counter;
   d["tile_group"] = r.tile_group;
   d["running_max"] = r.running_max;
+  d["staggered_kv"] = r.staggered_kv;
   d["tail_tiles"] = r.tail_tiles;
   d["tail_parts"] = r.tail_parts;
   d["forward_grid"] = grid_tuple(r.forward_grid);

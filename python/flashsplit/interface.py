@@ -107,8 +107,9 @@ def explain(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_siz
     reference path): the tile shape (block_m, block_n; packs_heads, whether a tile's rows hold a
     GQA group's query heads; split_block_n, the keys per block of the
     tiles calls with G >= 2 run, which clamp G; key_warps, the warps of a portable block that
-    share its rows, each over its part of every key block, 0 on Hopper tiles), grid_blocks
-    (thread blocks per split) and
+    share its rows, each over its part of every key block, 0 on Hopper tiles; staggered_kv,
+    whether those blocks copy a key block's K and V apart, K after S and V after P V),
+    grid_blocks (thread blocks per split) and
     blocks_per_sm, the Hopper walk (persistent, carry, rotate_rounds, tile_counter, tile_group)
     and softmax (running_max: causal tiles take probabilities at the running max),
     the tail split (tail_tiles, tail_parts) and the launches (forward_grid, tail_grid,

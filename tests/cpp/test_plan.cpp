@@ -253,19 +253,20 @@ TEST(Plan, PortableGridPacksHeadsAndSplits) {
 TEST(Plan, UnsplitNarrowGridsOfAThirdToOneAndAHalfSmCountsRunKeyWarps) {
   // The H100's 132 SMs: 44 to 198 (batch, k/v head) blocks of decode take the key-warp tile,
   // unsplit, where the heuristic is asked: the half-size tile, two blocks an SM, from 88 (two
-  // thirds of 132) to 171 (1.3 x 132), the full tile below and above; fewer or more blocks keep
-  // the one-warp tile.
+  // thirds of 132) to 198 (1.5 x 132), its copies staggered past 145 (1.1 x 132), the full tile
+  // below; fewer or more blocks keep the one-warp tile.
   for (int64_t d : {64, 128}) {
-    for (int64_t b : {10, 11, 21, 22, 30, 33, 34, 42, 43, 49, 50}) {
+    for (int64_t b : {10, 11, 21, 22, 30, 33, 34, 36, 37, 42, 43, 49, 50}) {
       const AttnProblem p = problem(b, 32, 4, 1, 8192, d, false);
       const long long blocks = b * 4;
-      const int per_sm = blocks < 44 || blocks > 198 ? 0 : blocks >= 88 && blocks <= 171 ? 2 : 1;
+      const int per_sm = blocks < 44 || blocks > 198 ? 0 : blocks >= 88 ? 2 : 1;
       EXPECT_EQ(key_warp_blocks_per_sm_for_run(KernelFamily::kPortableMma, p, h100(), 0), per_sm)
           << blocks;
       EXPECT_EQ(takes_key_warps_for_run(KernelFamily::kPortableMma, p, h100(), 0), per_sm > 0);
       const LaunchPlan plan = plan_of(p);
       ASSERT_EQ(plan.gate.family, KernelFamily::kPortableMma);
       EXPECT_EQ(plan.tiles.key_warps, per_sm > 0 ? kSm80KeyWarps : 1) << blocks << " d=" << d;
+      EXPECT_EQ(plan.staggered_kv, blocks >= 146 && blocks <= 198) << blocks << " d=" << d;
       if (per_sm == 0) continue;
       const TileConfig tiles = sm80_key_warp_tile_config(static_cast<int>(d), per_sm);
       EXPECT_EQ(plan.tiles.block_n, tiles.block_n);
@@ -280,6 +281,7 @@ TEST(Plan, UnsplitNarrowGridsOfAThirdToOneAndAHalfSmCountsRunKeyWarps) {
       for (long long requested : {1LL, 3LL}) {
         const LaunchPlan fixed = plan_of(p, requested);
         EXPECT_EQ(fixed.tiles.key_warps, 1);
+        EXPECT_FALSE(fixed.staggered_kv);
         EXPECT_EQ(fixed.num_splits, requested);
       }
     }
@@ -329,12 +331,16 @@ TEST(Plan, KeyWarpTilesFitTheirBlocksAnSmWhereTheSharedMemoryHoldsThem) {
       EXPECT_TRUE(sm80_key_warp_tiles_fit(tiles, d, 163 * 1024));  // sm_80
       EXPECT_FALSE(sm80_key_warp_tiles_fit(tiles, d, 99 * 1024));  // sm_86, sm_89
     }
-    // The A100's 108 SMs: decode of 72-140 blocks takes two an SM; several query tokens take
-    // the full tile up to 108 blocks and none beyond.
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(140, 108, 163 * 1024, d, true), 2);
+    // The A100's 108 SMs: decode of 72-162 blocks takes two an SM, staggered from 119 blocks;
+    // several query tokens take the full tile up to 108 blocks and none beyond.
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(162, 108, 163 * 1024, d, true), 2);
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(72, 108, 163 * 1024, d, true), 2);
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(71, 108, 163 * 1024, d, true), 1);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(141, 108, 163 * 1024, d, true), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(163, 108, 163 * 1024, d, true), 0);
+    EXPECT_FALSE(sm80_key_warp_staggered(118, 108, 2));
+    EXPECT_TRUE(sm80_key_warp_staggered(119, 108, 2));
+    EXPECT_TRUE(sm80_key_warp_staggered(162, 108, 2));
+    EXPECT_FALSE(sm80_key_warp_staggered(162, 108, 1));
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(100, 108, 163 * 1024, d, false), 1);
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d, false), 1);
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(109, 108, 163 * 1024, d, false), 0);

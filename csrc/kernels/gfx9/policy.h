@@ -370,6 +370,7 @@ struct Policy {
       store_k(next_stage());
       fetch_v(next);
     }
+    __device__ void values_landed(bool) {}  // V landed with the block (release / prologue)
     // ... and written once every wave is done with V; the next block becomes the current one.
     __device__ void release(bool more) {
       if constexpr (kStages == 1) __syncthreads();

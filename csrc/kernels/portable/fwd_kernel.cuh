@@ -36,7 +36,8 @@
 //   QFragment, read_q      Q in registers, once per tile (sign-flipped for a negative scale)
 //   qk(s, q, pipe, lanes)  S = Q K^T on the current block; pv(o, s, pipe, lanes): O += P V
 //   Pipeline<Layout>       prologue / fetch / wait_landed / scores_done (K read for this block) /
-//                          release around the key-block walk; k_tile / v_tile of a warp's part
+//                          values_landed (V may be read) / release around the key-block walk;
+//                          k_tile / v_tile of a warp's part
 #pragma once
 
 #include <float.h>
@@ -165,7 +166,8 @@ __device__ __forceinline__ void online_softmax(typename Policy::Scores& s,
   }
 }
 
-// The tile's key blocks, last to first: fetch the next while computing on the current.
+// The tile's key blocks, last to first: fetch the next while computing on the current (the
+// policy's pipeline decides when each block's K and V are copied).
 template <class Policy, bool Causal, KvLayout Layout>
 __device__ __forceinline__ void walk_key_blocks(const AttnFwdParams& p, const TileWork& tile,
                                                 const typename Policy::Lanes& lanes,
@@ -187,6 +189,7 @@ __device__ __forceinline__ void walk_key_blocks(const AttnFwdParams& p, const Ti
     pipe.scores_done(more);
     mask_scores<Policy, Causal>(s, tile.seq, lanes, queries, n, tile.first_query);
     online_softmax<Policy>(s, o, row_max, row_sum, scale_log2);
+    pipe.values_landed(more);
     Policy::pv(o, s, pipe, lanes);
     pipe.release(more);
   }

@@ -13,6 +13,13 @@ namespace sm80 {
 template <class Elem, int D, bool Narrow>
 using RowTilePolicy = Policy<Elem, D, Narrow>;
 
+template <class KeyWarpPolicy>
+void launch_key_warp_tile(const AttnFwdParams& params, const LaunchPlan& plan,
+                          gpuStream_t stream, LaunchRecord* record) {
+  portable::launch_policy<KeyWarpPolicy>(params, plan, stream, record);
+  if (record != nullptr) record->staggered_kv = KeyWarpPolicy::kStaggeredKv;
+}
+
 template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                      LaunchRecord* record) {
@@ -20,18 +27,22 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
     if constexpr (D == 64 || D == 128) {
       using OneAnSm = Policy<Elem, D, true, kSm80KeyWarps, 1>;
       using TwoAnSm = Policy<Elem, D, true, kSm80KeyWarps, 2>;
+      using TwoAnSmStaggered = Policy<Elem, D, true, kSm80KeyWarps, 2, true>;
       if (plan.tiles.key_warps == kSm80KeyWarps) {
-        if (plan.tiles.block_n == OneAnSm::kStageKeys) {
-          return portable::launch_policy<OneAnSm>(params, plan, stream, record);
+        if (plan.tiles.block_n == OneAnSm::kStageKeys && !plan.staggered_kv) {
+          return launch_key_warp_tile<OneAnSm>(params, plan, stream, record);
         }
         if (plan.tiles.block_n == TwoAnSm::kStageKeys) {
-          return portable::launch_policy<TwoAnSm>(params, plan, stream, record);
+          return plan.staggered_kv
+                     ? launch_key_warp_tile<TwoAnSmStaggered>(params, plan, stream, record)
+                     : launch_key_warp_tile<TwoAnSm>(params, plan, stream, record);
         }
       }
     }
     throw std::logic_error("flashsplit: no sm80 narrow tile of " +
                            std::to_string(plan.tiles.key_warps) + " key warps over " +
-                           std::to_string(plan.tiles.block_n) + " keys at d=" + std::to_string(D));
+                           std::to_string(plan.tiles.block_n) + " keys at d=" + std::to_string(D) +
+                           (plan.staggered_kv ? " with staggered copies" : ""));
   }
   portable::launch_attn_fwd<RowTilePolicy, Elem, D>(params, plan, stream, record);
 }

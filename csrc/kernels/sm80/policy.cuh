@@ -236,8 +236,10 @@ __device__ __forceinline__ void load_packed_q(Elem* smem, const Elem* q, const A
 
 // KeyWarps > 1: the narrow tile with key warps (sm80_key_warp_tile_config), whose warps share
 // the rows and each compute on their part of a key block; its full tile runs one block an SM
-// (KeyWarpBlocksPerSm = 1), its half-size tile two.
-template <class ElemT, int D, bool Narrow, int KeyWarps = 1, int KeyWarpBlocksPerSm = 1>
+// (KeyWarpBlocksPerSm = 1), its half-size tile two, with its copies staggered or not
+// (StaggeredKv: sm80_key_warp_staggered).
+template <class ElemT, int D, bool Narrow, int KeyWarps = 1, int KeyWarpBlocksPerSm = 1,
+          bool StaggeredKv = false>
 struct Policy {
   using Elem = ElemT;
   static constexpr TileConfig kConfig = KeyWarps > 1
@@ -251,9 +253,15 @@ struct Policy {
   static constexpr int kMTiles = kConfig.m_tiles;  // 16-row tiles per warp: a K/V fragment feeds each
   static constexpr int kThreads = kConfig.warps * 32;
   static constexpr int kMinOccupancy = kConfig.blocks_per_sm;  // blocks per SM
+  static constexpr bool kStaggeredKv = StaggeredKv;
+  static_assert(!StaggeredKv || KeyWarps > 1, "staggered copies on the key-warp tiles");
   // Q, plus two stages of (K, V) in dynamic shared memory: the next pair streams in while the
-  // current one is used; kernels of paged k/v add their page-table slots (PageTable) behind.
-  static constexpr int kDynamicSmemBytes = static_cast<int>(portable_smem_bytes(kConfig, D));
+  // current one is used (staggered: one stage, whose K and V are copied apart); kernels of
+  // paged k/v add their page-table slots (PageTable) behind.
+  static constexpr int kStages = kStaggeredKv ? 1 : 2;
+  static constexpr int kDynamicSmemBytes =
+      kStaggeredKv ? (kBlockM + 2 * kStageKeys) * D * static_cast<int>(sizeof(Elem))
+                   : static_cast<int>(portable_smem_bytes(kConfig, D));
   static constexpr int kPagedSmemBytes = PageTable<kStageKeys, kThreads>::kSmemBytes;
   static_assert(KeyWarps == 1 || (Narrow && KeyWarps == kKeyWarps), "key warps on the narrow tile");
   static_assert(kBlockM * kKeyWarps == 16 * kConfig.warps * kMTiles,
@@ -305,7 +313,11 @@ struct Policy {
       for (int j = 0; j < D / 8; ++j) o.o[t][j][0] = o.o[t][j][1] = o.o[t][j][2] = o.o[t][j][3] = 0.f;
   }
 
-  // Q, then K and V through the two-stage ring (shared memory in dynamic smem).
+  // Q, then K and V through the two-stage ring (shared memory in dynamic smem). The half-size
+  // key-warp tile may stagger the copies instead (kStaggeredKv, core/portable_tiles.h): each
+  // block's K and V go into the one stage, K once every warp's S = Q K^T of the block before is
+  // done and V once its P V is, so a block has at most one key block's K and V in flight. Copy
+  // groups then alternate K, V, K, ... and each wait lets the other one run on.
   template <KvLayout Layout>
   struct Pipeline {
     const AttnFwdParams& p;
@@ -315,6 +327,8 @@ struct Policy {
     Elem *sQ, *sK0, *sV0;  // stage s: K at sK0 + s * kStageKeys * D, V likewise
     int stage = 0;
     PageTable<kStageKeys, kThreads> table;  // paged k/v only
+    static constexpr bool kStaggered = kStaggeredKv;
+    int next = 0;  // staggered: the key block copied after this one's S and P V
 
     __device__ Pipeline(const AttnFwdParams& params, const Sequence& sequence,
                         int kv_head_)
@@ -322,7 +336,7 @@ struct Policy {
       extern __shared__ __align__(128) unsigned char smem_raw[];
       sQ = reinterpret_cast<Elem*>(smem_raw);
       sK0 = sQ + kBlockM * D;
-      sV0 = sK0 + 2 * kStageKeys * D;
+      sV0 = sK0 + kStages * kStageKeys * D;
       q = sequence_queries<Elem>(p, seq);
       k = sequence_keys<Elem>(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride,
                                         seq, kv_head);
@@ -336,24 +350,34 @@ struct Policy {
       }
     }
     __device__ static constexpr bool paged() { return Layout == KvLayout::kPaged; }
-    __device__ void load_kv(int to_stage, int n) {
+    __device__ void load_k(int to_stage, int n) {
       Elem* sK = sK0 + to_stage * kStageKeys * D;
-      Elem* sV = sV0 + to_stage * kStageKeys * D;
       if (paged()) {
         load_paged_tile<kStageKeys, D, kThreads>(sK, k, table, p.k_batch_stride,
                                                  p.k_row_stride, n, seq.sk);
+      } else {
+        load_tile<kStageKeys, D, kThreads>(sK, k, p.k_row_stride, n * kStageKeys, seq.sk);
+      }
+    }
+    __device__ void load_v(int to_stage, int n) {
+      Elem* sV = sV0 + to_stage * kStageKeys * D;
+      if (paged()) {
         load_paged_tile<kStageKeys, D, kThreads>(sV, v, table, p.v_batch_stride,
                                                  p.v_row_stride, n, seq.sk);
-        return;
+      } else {
+        // Elsewhere than d=192 v's columns are D, a constant (may_narrow_value).
+        load_tile<kStageKeys, D, kThreads>(sV, v, p.v_row_stride, n * kStageKeys, seq.sk,
+                                           may_narrow_value(D) ? p.dv : D);
       }
-      load_tile<kStageKeys, D, kThreads>(sK, k, p.k_row_stride, n * kStageKeys, seq.sk);
-      // Elsewhere than d=192 v's columns are D, a constant (may_narrow_value).
-      load_tile<kStageKeys, D, kThreads>(sV, v, p.v_row_stride, n * kStageKeys, seq.sk,
-                                         may_narrow_value(D) ? p.dv : D);
+    }
+    __device__ void load_kv(int to_stage, int n) {
+      load_k(to_stage, n);
+      load_v(to_stage, n);
     }
     // The tile's Q and its first key block n. Paged k/v: the page-table entries of blocks n
     // and n - 1 first, in one round trip with Q's copies issued behind them (only the entries'
-    // group is waited for), then those of n - 2 start beside the K/V copies.
+    // group is waited for), then those of n - 2 start beside the K/V copies (staggered: beside
+    // block n - 1's K, in scores_done).
     __device__ void prologue(int m0, int group, int n) {
       if (paged()) {
         table.copy_async(n);
@@ -365,19 +389,52 @@ struct Policy {
         cp_async_wait<0>();  // the entries' group; Q's copies are not committed yet
         __syncthreads();
       }
+      if constexpr (kStaggered) {
+        load_k(0, n);
+        cp_async_commit();
+        load_v(0, n);
+        cp_async_commit();
+        return;
+      }
       load_kv(0, n);
       if (paged()) table.copy_async(n - 2);
       cp_async_commit();
     }
     // Starts key block n into the other stage, which every warp left at the last release
-    // (paged k/v: and the page-table entries of block n - 2).
+    // (paged k/v: and the page-table entries of block n - 2). Staggered: notes block n, whose
+    // K and V scores_done and release start.
     __device__ void fetch(int n) {
+      if constexpr (kStaggered) {
+        next = n;
+        return;
+      }
       load_kv(stage ^ 1, n);
       if (paged()) table.copy_async(n - 2);
       cp_async_commit();
     }
-    // The current stage (and Q) landed for every thread's copies.
+    // The current stage (and Q) landed for every thread's copies (staggered: its K, with its V
+    // still in flight).
     __device__ void wait_landed(bool more) {
+      if (more || kStaggered) {
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();
+    }
+    // Staggered: every warp is done with K, so the next block's K (paged: and the entries of
+    // the block after it) starts into its place.
+    __device__ void scores_done(bool more) {
+      if (!kStaggered || !more) return;
+      __syncthreads();
+      load_k(0, next);
+      if (paged()) table.copy_async(next - 1);
+      cp_async_commit();
+    }
+    // Staggered: the current block's V landed for every thread's copies (the next K runs on).
+    // Otherwise it landed with K.
+    __device__ void values_landed(bool more) {
+      if (!kStaggered) return;
       if (more) {
         cp_async_wait<1>();
       } else {
@@ -385,9 +442,16 @@ struct Policy {
       }
       __syncthreads();
     }
-    __device__ void scores_done(bool) {}  // the whole pair streams in from fetch on
-    // Every warp is done with the current stage before the next fetch reuses it.
-    __device__ void release(bool) {
+    // Every warp is done with the current stage before the next fetch reuses it (staggered:
+    // with V, so the next block's V starts into its place).
+    __device__ void release(bool more) {
+      if constexpr (kStaggered) {
+        if (!more) return;
+        __syncthreads();
+        load_v(0, next);
+        cp_async_commit();
+        return;
+      }
       __syncthreads();
       stage ^= 1;
     }
@@ -403,6 +467,10 @@ struct Policy {
 
   // Where the key warps' softmax states meet after the walk (merge_key_warps): the K/V stages,
   // free once every warp has left the last block.
+  static_assert(KeyWarps == 1 || (KeyWarps - 1) * kRows * (2 + kOutRuns * kOutRun) *
+                                         (kThreads / KeyWarps) * sizeof(float) <=
+                                     2 * kStages * kStageKeys * D * sizeof(Elem),
+                "the key warps' states fit in the K/V stages");
   __device__ static float* merge_scratch() {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     return reinterpret_cast<float*>(smem_raw + kBlockM * D * sizeof(Elem));
