@@ -42,7 +42,8 @@ struct LaunchPlan {
   int tile_group = 0;          // units (split, batch, head) per group of the tile order (Hopper)
   // Causal ping-pong tiles take probabilities at the running max (hopper_causal_running_max).
   bool running_max = false;
-  // Key-warp tiles copy K and V a key block ahead apart (sm80_key_warp_staggered).
+  // Key-warp tiles copy each key block's K and V apart, K after S = Q K^T and V after P V
+  // (sm80_key_warp_staggered).
   bool staggered_kv = false;
   TailSplit tail;              // the last round spread over every SM (tail_split.h), if active
   // Launches: the forward kernel (its main tiles where a tail split follows), the tail split's

@@ -32,7 +32,7 @@ pybind11::dict plan_details(const LaunchPlan& plan, int64_t b, int64_t sq, int64
   d["tile_counter"] = plan.tile_counter;
   d["tile_group"] = plan.tile_group;
   d["running_max"] = plan.running_max;
-  // Key-warp tiles: K and V copied a key block ahead apart, K after S, V after P V.
+  // Key-warp tiles: each key block's K and V copied apart, K after S = Q K^T, V after P V.
   d["staggered_kv"] = plan.staggered_kv;
   d["tail_tiles"] = plan.tail.tail_tiles;
   d["tail_parts"] = plan.tail.max_parts;
