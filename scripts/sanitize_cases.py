@@ -161,7 +161,10 @@ MEMCHECK_CASES = [
          "contiguous"),
     Case("fp16-d128-decode-auto-key-warps-two-an-sm-paged16", "fp16", 128, False, 36, 1, 300, 8,
          4, 0, "paged16"),
-    # ... with K and V copied a key block ahead apart (160 decode blocks on the H100).
+    # ... and both tiles with each key block's K and V copied apart (96 and 160 decode blocks on
+    # the H100).
+    Case("fp16-d128-decode-auto-key-warps-one-an-sm-staggered", "fp16", 128, False, 24, 1, 777, 8,
+         4, 0, "contiguous"),
     Case("bf16-d64-decode-auto-key-warps-staggered", "bf16", 64, False, 40, 1, 777, 8, 4, 0,
          "contiguous"),
     Case("fp16-d128-decode-auto-key-warps-staggered-paged16", "fp16", 128, False, 80, 1, 300, 4,
@@ -192,6 +195,8 @@ RACECHECK_CASES = [
     Case("race-bf16-d64-decode-auto-key-warps-two-an-sm", "bf16", 64, False, 144, 1, 300, 2, 1,
          0, "contiguous"),
     # Staggered copies: K and V each overwrite their buffer once every warp is done with it.
+    Case("race-bf16-d64-decode-auto-key-warps-one-an-sm-staggered-paged16", "bf16", 64, False, 48,
+         1, 300, 4, 2, 0, "paged16"),
     Case("race-bf16-d64-decode-auto-key-warps-staggered", "bf16", 64, False, 160, 1, 300, 2, 1,
          0, "contiguous"),
     Case("race-fp16-d128-decode-auto-key-warps-staggered-paged16", "fp16", 128, False, 80, 1, 300,

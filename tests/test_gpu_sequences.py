@@ -127,7 +127,7 @@ def test_kvcache_decode_appends_and_attends(dtype, d, paged, sq):
 def _key_warp_blocks_per_sm(blocks, d, sq=1):
     """The key-warp tile the plan gives `blocks` unsplit narrow blocks of sq query tokens on this
     GPU, as its blocks an SM (0: none). The rule of core/portable_tiles.h: for one token the full
-    tile, one an SM, from a third of the SMs' count to two thirds, the half-size tile, two an SM,
+    tile, one an SM, from a third of the SMs' count to the count, the half-size tile, two an SM,
     from there to 1.5 times it; for more tokens the full tile from a third of the count to the
     count; where the SM's shared memory holds them with a paged call's table (134 KB for one,
     2 x 69-70 KB for two, and 1 KB an SM keeps per block)."""
@@ -135,17 +135,20 @@ def _key_warp_blocks_per_sm(blocks, d, sq=1):
     sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
     if 3 * blocks < sms or 2 * blocks > (3 if sq == 1 else 2) * sms:
         return 0
-    if sq == 1 and 3 * blocks >= 2 * sms:
+    if sq == 1 and blocks > sms:
         need = {64: 69_648, 128: 70_672}[d]
         return 2 if 2 * (need + 1024) <= smem + 1024 else 0
     return 1 if smem >= 137_232 else 0
 
 
-def _key_warps_staggered(blocks, per_sm):
-    """Whether the key-warp tile copies K and V a block ahead apart (sm80_key_warp_staggered):
-    the half-size tile past 1.1 times the SMs' count."""
+def _key_warps_staggered(blocks, per_sm, sq=1):
+    """Whether the key-warp tile copies each key block's K and V apart (sm80_key_warp_staggered):
+    for one token, the full tile from two thirds of the SMs' count, the half-size tile past 1.1
+    times it."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    return per_sm == 2 and 10 * blocks > 11 * sms
+    if sq != 1 or per_sm == 0:
+        return False
+    return 3 * blocks >= 2 * sms if per_sm == 1 else 10 * blocks > 11 * sms
 
 
 @pytest.mark.parametrize("sq", [1, 3])
@@ -155,13 +158,14 @@ def _key_warps_staggered(blocks, per_sm):
 @pytest.mark.parametrize("paged", [None, 8, 12, 16, 24, 64],
                          ids=["contiguous", "page8", "page12", "page16", "page24", "page64"])
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
-@pytest.mark.parametrize("b", [16, 36, 40], ids=["b16", "b36", "b40"])
+@pytest.mark.parametrize("b", [16, 24, 36, 40], ids=["b16", "b24", "b36", "b40"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_kvcache_decode_on_the_key_warp_tile(dtype, b, d, paged, sq):
     """b sequences x 4 k/v heads of 0 to 2047 cached keys (shorter than one warp's part of a
     key block, across parts and blocks) left to the heuristic: on the portable kernels the
     narrow tile with key warps, whose warps merge their softmax states (on the H100 the full
-    tile at b=16, the half-size one at b=36 and sq=1, with staggered copies at b=40);
+    tile at b=16 and, with staggered copies, at b=24 and sq=1; the half-size one at b=36 and
+    sq=1, with staggered copies at b=40);
     num_splits=1 runs the one-warp tile. Both against naive_attention, with poison past every
     sequence's keys."""
     s, h, hk = 2048, 16, 4
@@ -183,7 +187,7 @@ def test_kvcache_decode_on_the_key_warp_tile(dtype, b, d, paged, sq):
         if decision["kernel"] == PORTABLE and decision["details"]["block_m"] == 16:
             per_sm = _key_warp_blocks_per_sm(b * hk, d, sq) if num_splits == 0 else 0
             assert decision["details"]["key_warps"] == (4 if per_sm else 1), decision
-            staggered = _key_warps_staggered(b * hk, per_sm)
+            staggered = _key_warps_staggered(b * hk, per_sm, sq)
             assert decision["details"]["staggered_kv"] == staggered, decision
             if per_sm:
                 assert decision["details"]["blocks_per_sm"] == per_sm, decision

@@ -67,20 +67,25 @@ constexpr TileConfig sm80_key_warp_tile_config(int head_dim, int blocks_per_sm =
                     blocks_per_sm, 1, true, false, kSm80KeyWarps};
 }
 
-// Whether a key-warp grid of `blocks` blocks, blocks_per_sm an SM, copies each key block's K
-// and V a block ahead apart (staggered: K once every warp's S = Q K^T of the block before is
-// done, V once its P V is, each into one buffer) instead of the next block's pair into the
-// other stage before waiting for the current one: the half-size tile on grids past 1.1 times
-// the SMs' count. There the SMs that hold two blocks set the call's length, and a pair in
+// Whether a key-warp grid of `blocks` blocks of one query token, blocks_per_sm an SM, copies
+// each key block's K and V apart (staggered: K once every warp's S = Q K^T of the block before
+// is done, V once its P V is, each into one buffer) instead of the next block's pair into the
+// other stage before waiting for the current one. The more blocks, the fewer bytes each needs
+// in flight: the full tile staggers from two thirds of the SMs' count on, the half-size tile
+// past 1.1 times it. There the SMs that hold two blocks set the call's length, and a pair in
 // flight per block holds them back (under ncu at 168 blocks their last SM ended 6 K cycles
 // after the mean, cuDNN's 2 K); staggered, one key block's K and V are in flight per block at
 // most, as in cuDNN's kernel of this shape. Measured on the H100 (decode, bf16, against cuDNN,
-// docs/design.md): at 152-196 blocks d=64 0.985-1.009x staggered against 0.94-1.00x on two
-// stages (the half-size tile to 168 blocks, the full tile's two waves beyond), at 160-184
-// blocks d=128 1.08-1.12x against 1.02-1.05x; at 128-136 blocks 0.98-1.00x against 1.00-1.03x,
-// and 0.77-0.89x at 64-96 blocks, one an SM.
-constexpr bool sm80_key_warp_staggered(long long blocks, int sm_count, int blocks_per_sm) {
-  return blocks_per_sm == 2 && blocks * 10 > 11LL * sm_count;
+// docs/design.md): the half-size tile at 152-196 blocks d=64 0.985-1.009x staggered against
+// 0.94-1.00x on two stages (the half-size tile to 168 blocks, the full tile's two waves
+// beyond), at 160-184 blocks d=128 1.08-1.12x against 1.02-1.05x, but 0.98-1.00x at 128-136
+// blocks against 1.00-1.03x; the full tile at 88-128 blocks 0.995-1.005x at d=128 and
+// 1.03-1.16x at d=64 against 0.97-1.00x and 1.03-1.14x on the half-size tile's two stages, but
+// 0.99-1.00x at 64 blocks against 1.05-1.06x.
+constexpr bool sm80_key_warp_staggered(long long blocks, int sm_count, int blocks_per_sm,
+                                       bool one_query) {
+  if (!one_query) return false;
+  return blocks_per_sm == 1 ? blocks * 3 >= 2LL * sm_count : blocks * 10 > 11LL * sm_count;
 }
 
 // Page-table slots a paged sm80 walk keeps in shared memory (sm80/policy.cuh, PageTable), each
@@ -113,9 +118,10 @@ constexpr bool sm80_key_warp_tiles_fit(const TileConfig& tiles, int head_dim,
 // narrow tile, as its blocks an SM (sm80_key_warp_tile_config), or 0 for none. Its unsplit
 // grid of `blocks` blocks (a (batch, k/v head) pair's row tiles) takes, for decode of one query
 // token,
-//   - the full tile, one block an SM, from a third of the SMs' count to two thirds of it,
+//   - the full tile, one block an SM, from a third of the SMs' count to the count (from two
+//     thirds of it with its copies staggered, sm80_key_warp_staggered),
 //   - the half-size tile, two blocks an SM, from there to 1.5 times the count (one wave; past
-//     1.1 times it with its copies staggered, sm80_key_warp_staggered),
+//     1.1 times it staggered),
 // and for several query tokens (multi-token decode) the full tile from a third of the count to
 // the count, where the SM has the shared memory for them (sm_80 and sm_90 do; sm_86 and sm_89,
 // with 99 KB a block, do not). One-warp blocks that few stream below the HBM's rate, so the
@@ -138,7 +144,7 @@ constexpr int sm80_key_warp_blocks_per_sm(long long blocks, int sm_count,
                                           bool one_query) {
   const long long most = one_query ? 3LL * sm_count : 2LL * sm_count;  // 1.5 or 1 x the SMs
   if (blocks * 3 < sm_count || blocks * 2 > most) return 0;
-  const bool half_size = one_query && blocks * 3 >= 2LL * sm_count;
+  const bool half_size = one_query && blocks > sm_count;
   const int per_sm = half_size ? 2 : 1;
   const TileConfig tiles = sm80_key_warp_tile_config(head_dim, per_sm);
   return sm80_key_warp_tiles_fit(tiles, head_dim, smem_per_block) ? per_sm : 0;

@@ -252,21 +252,23 @@ TEST(Plan, PortableGridPacksHeadsAndSplits) {
 
 TEST(Plan, UnsplitNarrowGridsOfAThirdToOneAndAHalfSmCountsRunKeyWarps) {
   // The H100's 132 SMs: 44 to 198 (batch, k/v head) blocks of decode take the key-warp tile,
-  // unsplit, where the heuristic is asked: the half-size tile, two blocks an SM, from 88 (two
-  // thirds of 132) to 198 (1.5 x 132), its copies staggered past 145 (1.1 x 132), the full tile
-  // below; fewer or more blocks keep the one-warp tile.
+  // unsplit, where the heuristic is asked: the full tile to 132, its copies staggered from 88
+  // (two thirds of 132), and the half-size tile, two blocks an SM, from 133 to 198 (1.5 x 132),
+  // staggered past 145 (1.1 x 132); fewer or more blocks keep the one-warp tile.
   for (int64_t d : {64, 128}) {
     for (int64_t b : {10, 11, 21, 22, 30, 33, 34, 36, 37, 42, 43, 49, 50}) {
       const AttnProblem p = problem(b, 32, 4, 1, 8192, d, false);
       const long long blocks = b * 4;
-      const int per_sm = blocks < 44 || blocks > 198 ? 0 : blocks >= 88 ? 2 : 1;
+      const int per_sm = blocks < 44 || blocks > 198 ? 0 : blocks > 132 ? 2 : 1;
       EXPECT_EQ(key_warp_blocks_per_sm_for_run(KernelFamily::kPortableMma, p, h100(), 0), per_sm)
           << blocks;
       EXPECT_EQ(takes_key_warps_for_run(KernelFamily::kPortableMma, p, h100(), 0), per_sm > 0);
       const LaunchPlan plan = plan_of(p);
       ASSERT_EQ(plan.gate.family, KernelFamily::kPortableMma);
       EXPECT_EQ(plan.tiles.key_warps, per_sm > 0 ? kSm80KeyWarps : 1) << blocks << " d=" << d;
-      EXPECT_EQ(plan.staggered_kv, blocks >= 146 && blocks <= 198) << blocks << " d=" << d;
+      EXPECT_EQ(plan.staggered_kv,
+                (blocks >= 88 && blocks <= 132) || (blocks >= 146 && blocks <= 198))
+          << blocks << " d=" << d;
       if (per_sm == 0) continue;
       const TileConfig tiles = sm80_key_warp_tile_config(static_cast<int>(d), per_sm);
       EXPECT_EQ(plan.tiles.block_n, tiles.block_n);
@@ -294,6 +296,7 @@ TEST(Plan, UnsplitNarrowGridsOfAThirdToOneAndAHalfSmCountsRunKeyWarps) {
     const int per_sm = blocks >= 44 && blocks <= 132 ? 1 : 0;
     EXPECT_EQ(key_warp_blocks_per_sm_for_run(KernelFamily::kPortableMma, p, h100(), 0), per_sm)
         << blocks;
+    EXPECT_FALSE(plan_of(p).staggered_kv) << blocks;  // measured for one query token only
   }
   // Head dims without the tile, the wide tile, GPUs whose blocks take less shared memory than
   // the tile's (99 KB: sm_86 / sm_89, which have 84 SMs here) and the gfx9 policy keep one warp
@@ -331,16 +334,20 @@ TEST(Plan, KeyWarpTilesFitTheirBlocksAnSmWhereTheSharedMemoryHoldsThem) {
       EXPECT_TRUE(sm80_key_warp_tiles_fit(tiles, d, 163 * 1024));  // sm_80
       EXPECT_FALSE(sm80_key_warp_tiles_fit(tiles, d, 99 * 1024));  // sm_86, sm_89
     }
-    // The A100's 108 SMs: decode of 72-162 blocks takes two an SM, staggered from 119 blocks;
-    // several query tokens take the full tile up to 108 blocks and none beyond.
+    // The A100's 108 SMs: decode of 36-108 blocks takes one an SM, staggered from 72 blocks, and
+    // 109-162 two an SM, staggered from 119; several query tokens take the full tile up to 108
+    // blocks and none beyond.
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(162, 108, 163 * 1024, d, true), 2);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(72, 108, 163 * 1024, d, true), 2);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(71, 108, 163 * 1024, d, true), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(109, 108, 163 * 1024, d, true), 2);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d, true), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(72, 108, 163 * 1024, d, true), 1);
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(163, 108, 163 * 1024, d, true), 0);
-    EXPECT_FALSE(sm80_key_warp_staggered(118, 108, 2));
-    EXPECT_TRUE(sm80_key_warp_staggered(119, 108, 2));
-    EXPECT_TRUE(sm80_key_warp_staggered(162, 108, 2));
-    EXPECT_FALSE(sm80_key_warp_staggered(162, 108, 1));
+    EXPECT_FALSE(sm80_key_warp_staggered(71, 108, 1, true));
+    EXPECT_TRUE(sm80_key_warp_staggered(72, 108, 1, true));
+    EXPECT_FALSE(sm80_key_warp_staggered(72, 108, 1, false));
+    EXPECT_FALSE(sm80_key_warp_staggered(118, 108, 2, true));
+    EXPECT_TRUE(sm80_key_warp_staggered(119, 108, 2, true));
+    EXPECT_TRUE(sm80_key_warp_staggered(162, 108, 2, true));
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(100, 108, 163 * 1024, d, false), 1);
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d, false), 1);
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(109, 108, 163 * 1024, d, false), 0);

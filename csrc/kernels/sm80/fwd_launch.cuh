@@ -27,10 +27,13 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
     if constexpr (D == 64 || D == 128) {
       using OneAnSm = Policy<Elem, D, true, kSm80KeyWarps, 1>;
       using TwoAnSm = Policy<Elem, D, true, kSm80KeyWarps, 2>;
+      using OneAnSmStaggered = Policy<Elem, D, true, kSm80KeyWarps, 1, true>;
       using TwoAnSmStaggered = Policy<Elem, D, true, kSm80KeyWarps, 2, true>;
       if (plan.tiles.key_warps == kSm80KeyWarps) {
-        if (plan.tiles.block_n == OneAnSm::kStageKeys && !plan.staggered_kv) {
-          return launch_key_warp_tile<OneAnSm>(params, plan, stream, record);
+        if (plan.tiles.block_n == OneAnSm::kStageKeys) {
+          return plan.staggered_kv
+                     ? launch_key_warp_tile<OneAnSmStaggered>(params, plan, stream, record)
+                     : launch_key_warp_tile<OneAnSm>(params, plan, stream, record);
         }
         if (plan.tiles.block_n == TwoAnSm::kStageKeys) {
           return plan.staggered_kv
@@ -41,8 +44,7 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
     }
     throw std::logic_error("flashsplit: no sm80 narrow tile of " +
                            std::to_string(plan.tiles.key_warps) + " key warps over " +
-                           std::to_string(plan.tiles.block_n) + " keys at d=" + std::to_string(D) +
-                           (plan.staggered_kv ? " with staggered copies" : ""));
+                           std::to_string(plan.tiles.block_n) + " keys at d=" + std::to_string(D));
   }
   portable::launch_attn_fwd<RowTilePolicy, Elem, D>(params, plan, stream, record);
 }

@@ -236,7 +236,7 @@ __device__ __forceinline__ void load_packed_q(Elem* smem, const Elem* q, const A
 
 // KeyWarps > 1: the narrow tile with key warps (sm80_key_warp_tile_config), whose warps share
 // the rows and each compute on their part of a key block; its full tile runs one block an SM
-// (KeyWarpBlocksPerSm = 1), its half-size tile two, with its copies staggered or not
+// (KeyWarpBlocksPerSm = 1), its half-size tile two, each with its copies staggered or not
 // (StaggeredKv: sm80_key_warp_staggered).
 template <class ElemT, int D, bool Narrow, int KeyWarps = 1, int KeyWarpBlocksPerSm = 1,
           bool StaggeredKv = false>
@@ -313,8 +313,8 @@ struct Policy {
       for (int j = 0; j < D / 8; ++j) o.o[t][j][0] = o.o[t][j][1] = o.o[t][j][2] = o.o[t][j][3] = 0.f;
   }
 
-  // Q, then K and V through the two-stage ring (shared memory in dynamic smem). The half-size
-  // key-warp tile may stagger the copies instead (kStaggeredKv, core/portable_tiles.h): each
+  // Q, then K and V through the two-stage ring (shared memory in dynamic smem). The key-warp
+  // tiles may stagger the copies instead (kStaggeredKv, core/portable_tiles.h): each
   // block's K and V go into the one stage, K once every warp's S = Q K^T of the block before is
   // done and V once its P V is, so a block has at most one key block's K and V in flight. Copy
   // groups then alternate K, V, K, ... and each wait lets the other one run on.
