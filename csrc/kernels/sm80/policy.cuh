@@ -259,9 +259,10 @@ struct Policy {
   // current one is used (staggered: one stage, whose K and V are copied apart); kernels of
   // paged k/v add their page-table slots (PageTable) behind.
   static constexpr int kStages = kStaggeredKv ? 1 : 2;
-  static constexpr int kDynamicSmemBytes =
-      kStaggeredKv ? (kBlockM + 2 * kStageKeys) * D * static_cast<int>(sizeof(Elem))
-                   : static_cast<int>(portable_smem_bytes(kConfig, D));
+  static constexpr int kKvBytes = 2 * kStages * kStageKeys * D * static_cast<int>(sizeof(Elem));
+  static constexpr int kDynamicSmemBytes = kBlockM * D * static_cast<int>(sizeof(Elem)) + kKvBytes;
+  static_assert(kStaggeredKv || kDynamicSmemBytes == portable_smem_bytes(kConfig, D),
+                "two stages take the shared memory the plan counts");
   static constexpr int kPagedSmemBytes = PageTable<kStageKeys, kThreads>::kSmemBytes;
   static_assert(KeyWarps == 1 || (Narrow && KeyWarps == kKeyWarps), "key warps on the narrow tile");
   static_assert(kBlockM * kKeyWarps == 16 * kConfig.warps * kMTiles,
@@ -327,7 +328,6 @@ struct Policy {
     Elem *sQ, *sK0, *sV0;  // stage s: K at sK0 + s * kStageKeys * D, V likewise
     int stage = 0;
     PageTable<kStageKeys, kThreads> table;  // paged k/v only
-    static constexpr bool kStaggered = kStaggeredKv;
     int next = 0;  // staggered: the key block copied after this one's S and P V
 
     __device__ Pipeline(const AttnFwdParams& params, const Sequence& sequence,
@@ -389,7 +389,7 @@ struct Policy {
         cp_async_wait<0>();  // the entries' group; Q's copies are not committed yet
         __syncthreads();
       }
-      if constexpr (kStaggered) {
+      if constexpr (kStaggeredKv) {
         load_k(0, n);
         cp_async_commit();
         load_v(0, n);
@@ -404,7 +404,7 @@ struct Policy {
     // (paged k/v: and the page-table entries of block n - 2). Staggered: notes block n, whose
     // K and V scores_done and release start.
     __device__ void fetch(int n) {
-      if constexpr (kStaggered) {
+      if constexpr (kStaggeredKv) {
         next = n;
         return;
       }
@@ -415,7 +415,7 @@ struct Policy {
     // The current stage (and Q) landed for every thread's copies (staggered: its K, with its V
     // still in flight).
     __device__ void wait_landed(bool more) {
-      if (more || kStaggered) {
+      if (more || kStaggeredKv) {
         cp_async_wait<1>();
       } else {
         cp_async_wait<0>();
@@ -425,7 +425,7 @@ struct Policy {
     // Staggered: every warp is done with K, so the next block's K (paged: and the entries of
     // the block after it) starts into its place.
     __device__ void scores_done(bool more) {
-      if (!kStaggered || !more) return;
+      if (!kStaggeredKv || !more) return;
       __syncthreads();
       load_k(0, next);
       if (paged()) table.copy_async(next - 1);
@@ -434,7 +434,7 @@ struct Policy {
     // Staggered: the current block's V landed for every thread's copies (the next K runs on).
     // Otherwise it landed with K.
     __device__ void values_landed(bool more) {
-      if (!kStaggered) return;
+      if (!kStaggeredKv) return;
       if (more) {
         cp_async_wait<1>();
       } else {
@@ -445,7 +445,7 @@ struct Policy {
     // Every warp is done with the current stage before the next fetch reuses it (staggered:
     // with V, so the next block's V starts into its place).
     __device__ void release(bool more) {
-      if constexpr (kStaggered) {
+      if constexpr (kStaggeredKv) {
         if (!more) return;
         __syncthreads();
         load_v(0, next);
@@ -468,8 +468,7 @@ struct Policy {
   // Where the key warps' softmax states meet after the walk (merge_key_warps): the K/V stages,
   // free once every warp has left the last block.
   static_assert(KeyWarps == 1 || (KeyWarps - 1) * kRows * (2 + kOutRuns * kOutRun) *
-                                         (kThreads / KeyWarps) * sizeof(float) <=
-                                     2 * kStages * kStageKeys * D * sizeof(Elem),
+                                         (kThreads / KeyWarps) * sizeof(float) <= kKvBytes,
                 "the key warps' states fit in the K/V stages");
   __device__ static float* merge_scratch() {
     extern __shared__ __align__(128) unsigned char smem_raw[];
