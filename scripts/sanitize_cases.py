@@ -169,6 +169,12 @@ MEMCHECK_CASES = [
          "contiguous"),
     Case("fp16-d128-decode-auto-key-warps-staggered-paged16", "fp16", 128, False, 80, 1, 300, 4,
          2, 0, "paged16"),
+    # Paged caches on the Hopper kernels: boxes of a page's 64 rows (a GQA group packed into
+    # the rows) and boxes of a block's rows inside pages of 256.
+    Case("bf16-d128-causal-G3-hopper-packed-paged64", "bf16", 128, True, 2, 8, 300, 32, 8, 3,
+         "paged64", 128),
+    Case("fp16-d64-full-G1-hopper-paged256", "fp16", 64, False, 2, 80, 300, 8, 2, 1, "paged256",
+         128),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64, and a short GQA
 # query block packed into its rows), the portable wide tile and the narrow tile (decode).
@@ -207,6 +213,8 @@ RACECHECK_CASES = [
     Case("race-fp16-d256-G2-hopper", "fp16", 256, False, 1, 130, 300, 2, 2, 2, "contiguous"),
     Case("race-bf16-d128-causal-G1-varlen-hopper", "bf16", 128, True, 3, 200, 300, 2, 2, 1,
          "varlen", 128),
+    Case("race-bf16-d64-causal-G2-hopper-paged64", "bf16", 64, True, 2, 80, 300, 4, 2, 2,
+         "paged64", 128),
 ]
 SETS = {"memcheck": MEMCHECK_CASES, "race": RACECHECK_CASES}
 
@@ -336,6 +344,15 @@ def run_paged_case(torch, flashsplit, naive_attention, case, check):
 
     (k_pages, table), (v_pages, _) = pages_of(k), pages_of(v)
     seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    if case.block_m:  # a case for the Hopper kernels' paged instances
+        from flashsplit import _native
+        from flashsplit.sequences import Sequences
+        seqs = Sequences(seqused_k=seqlens, block_table=table, max_seqlen_q=case.sq,
+                         max_seqlen_k=table.shape[1] * page)
+        decision = _native.sequence_gate_decision(q, k_pages, v_pages, seqs, case.causal,
+                                                  case.num_splits)
+        if decision["kernel"] != "hopper_wgmma" or wrong_tiles(case, decision):
+            return False, f"ran {decision['kernel']} {decision['details']['block_m']}-row tiles"
     out, lse = flashsplit.flash_attn_with_kvcache(
         q, k_pages, v_pages, cache_seqlens=seqlens, block_table=table,
         causal=case.causal, num_splits=case.num_splits, return_softmax_lse=True)

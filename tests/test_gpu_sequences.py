@@ -4,8 +4,9 @@ sequence against naive_attention in fp64 (accuracy.py's rule), caches carry pois
 sequence's keys and in unused pages, and a fixed num_splits must give bitwise the same result
 for a sequence whatever its batch-mates are. On the H100 varlen prefill and contiguous kv
 caches run the Hopper kernels (checked at every head dim, with NaN in every row past the
-sequences' keys); the suite's run with FLASHSPLIT_DISABLE_HOPPER=1 gives the same calls to the
-portable kernels."""
+sequences' keys), and so do caches in pages of 64 keys or of whole key blocks at d = 64 and
+128; the suite's run with FLASHSPLIT_DISABLE_HOPPER=1 gives the same calls to the portable
+kernels."""
 
 import pytest
 import torch
@@ -52,9 +53,10 @@ def test_varlen_prefill_and_decode_lengths(dtype, d, causal, heads):
 @pytest.mark.parametrize("page_size", [1, 8, 16, 24, 48, 64, 256])
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
 def test_varlen_paged_keys_at_any_page_size(d, page_size):
-    # Multi-token rows of up to 80 packed rows (the wide tiles) and of up to 32 (two narrow row
-    # tiles), and decode rows (the narrow tile). The narrow tile's paged copies take a page per
-    # run of 16 rows where the page size is a multiple of 16, else walk the run's pages.
+    # Multi-token rows of up to 80 packed rows (the wide tiles; on the H100 the packed Hopper
+    # tiles for pages of 64 and 256) and of up to 32 (two narrow row tiles, or the Hopper ones),
+    # and decode rows (the narrow tile). The narrow tile's paged copies take a page per run of
+    # 16 rows where the page size is a multiple of 16, else walk the run's pages.
     for q_lens in ([3, 1, 20], [8, 3, 5], [1, 1, 1]):
         k_lens = [700, 1, 129]
         q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, 8, 2, d, torch.bfloat16, "cuda",
@@ -468,6 +470,56 @@ def test_kvcache_prefill_chunk_reads_no_slot_past_the_cache_length(causal, d):
             what = f"seq {i} ({n} cached) G={num_splits}"
             assert_within_tolerance(out[i:i + 1], high[0], low[0], torch.bfloat16, what + " out")
             assert_within_tolerance(lse[i:i + 1], high[1], low[1], torch.bfloat16, what + " lse")
+
+
+PAGED_HOPPER_CASES = {"packed": (32, 8, 8), "prefill": (8, 2, 80)}
+
+
+@requires_hopper
+@pytest.mark.parametrize("page_size", [16, 64, 128, 256])
+@pytest.mark.parametrize("case", list(PAGED_HOPPER_CASES))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_paged_cache_on_the_hopper_tiles(dtype, d, causal, case, page_size):
+    """Pages of 64 keys or of whole key blocks are TMA boxes: the Hopper sequence tiles read
+    them, a box a page or a block (8 tokens of a group of 4 packed into the rows, or 80 queries
+    of one head a tile); pages of 16 run on the portable kernels. Cache lengths end inside a
+    page, on a page's end and inside a key block; every slot past a sequence's keys and every
+    unused page holds NaN, which no box may read. Against naive_attention."""
+    h, hk, sq = PAGED_HOPPER_CASES[case]
+    lens = [sq + 1, 100, 129, 256, 1000, 517]
+    b, s = len(lens), 1024
+    gen = torch.Generator().manual_seed(d + page_size + sq)
+    q = torch.randn(b, sq, h, d, generator=gen).to("cuda", dtype)
+    k_cache, v_cache = (torch.randn(b, s, hk, d, generator=gen).to("cuda", dtype)
+                        for _ in range(2))
+    for i, n in enumerate(lens):
+        k_cache[i, n:] = float("nan")
+        v_cache[i, n:] = float("nan")
+    keys = [k_cache[i, :n] for i, n in enumerate(lens)]
+    values = [v_cache[i, :n] for i, n in enumerate(lens)]
+    k_pages, table = to_pages(torch.cat(keys), lens, page_size, torch.Generator().manual_seed(7),
+                              poison=float("nan"))
+    v_pages, _ = to_pages(torch.cat(values), lens, page_size, torch.Generator().manual_seed(7),
+                          poison=float("nan"))
+    seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    seqs = Sequences(seqused_k=seqlens, block_table=table, max_seqlen_q=sq,
+                     max_seqlen_k=table.shape[1] * page_size)
+    for num_splits in SPLITS:
+        decision = _native.sequence_gate_decision(q, k_pages, v_pages, seqs, causal, num_splits)
+        hopper = page_size % 64 == 0
+        assert decision["kernel"] == ("hopper_wgmma" if hopper else PORTABLE), decision
+        if hopper:
+            assert decision["details"]["packs_heads"] == (case == "packed"), decision
+        out, lse = flashsplit.flash_attn_with_kvcache(
+            q, k_pages, v_pages, cache_seqlens=seqlens, block_table=table, causal=causal,
+            num_splits=num_splits, return_softmax_lse=True, strict=True)
+        for i, n in enumerate(lens):
+            high, low = naive_pair(q[i:i + 1], keys[i][None], values[i][None], causal=causal)
+            what = f"seq {i} ({n} cached) G={num_splits}"
+            assert_within_tolerance(out[i:i + 1], high[0], low[0], dtype, what + " out")
+            assert_within_tolerance(lse[i:i + 1], high[1], low[1], dtype, what + " lse")
 
 
 @pytest.mark.parametrize("num_splits", [1, 3])

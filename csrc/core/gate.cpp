@@ -209,12 +209,16 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
     decision.family = KernelFamily::kPortableMfma;
     return decision;
   }
-  // Paged k/v runs on the portable kernels (a page is not a TMA box); so do decode and calls
-  // that would waste most of a Hopper tile's rows (use_hopper_tiles).
-  const bool hopper = device.cc == 90 && build.hopper_kernels_built && options.allow_hopper &&
-                      hopper_has_head_dim(static_cast<int>(p.d)) && p.tma_describable &&
-                      p.page_size == 0 &&
-                      use_hopper_tiles(p.sq, p.h, p.hk, static_cast<int>(p.d));
+  // Paged k/v runs on the Hopper kernels where its pages are TMA boxes (hopper_reads_pages),
+  // else on the portable kernels; so do decode and calls that would waste most of a Hopper
+  // tile's rows (use_hopper_tiles).
+  const int d = static_cast<int>(p.d);
+  const bool hopper =
+      device.cc == 90 && build.hopper_kernels_built && options.allow_hopper &&
+      hopper_has_head_dim(d) && p.tma_describable &&
+      (p.page_size == 0 ||
+       hopper_reads_pages(p.page_size, d, static_cast<int>(value_head_dim(p)))) &&
+      use_hopper_tiles(p.sq, p.h, p.hk, d);
   decision.family = hopper ? KernelFamily::kHopperWgmma : KernelFamily::kPortableMma;
   if (!hopper && device.smem_per_block_optin > 0) {
     const long long need = portable_smem_bytes(portable_tile_config(static_cast<int>(p.d)),

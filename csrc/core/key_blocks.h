@@ -20,16 +20,43 @@ FS_HOST_DEVICE inline bool block_needs_mask(int n0, int block_n, int first_query
   return n0 + block_n > sk || (causal && n0 + block_n - 1 > first_query + sk - sq);
 }
 
-// The first key row of the box of block_n rows that a kernel reading whole boxes (TMA) loads
-// for key block n of a sequence of sk keys: the block's own first key, except for a last block
-// cut short by sk, whose box ends at the sequence's last key instead (sk - block_n; negative
-// where the sequence is shorter than a block, rows the load fills with zeros). So no box reads
-// a row past the sequence: in a varlen batch that row would be the next sequence's, in a kv
-// cache a slot never written (any bits, NaN included, and 0 * NaN is NaN in P V). The box's rows
-// before the block's first key (n * block_n) belong to earlier blocks and are masked.
+// The first key row of the box of `rows` rows that a kernel reading whole boxes (TMA) loads for
+// the keys from first_key on, of a sequence of sk keys: first_key, except for a box cut short by
+// sk, which ends at the sequence's last key instead (sk - rows; negative where the sequence is
+// shorter than a box, rows the load fills with zeros). So no box reads a row past the sequence:
+// in a varlen batch that row would be the next sequence's, in a kv cache a slot never written
+// (any bits, NaN included, and 0 * NaN is NaN in P V). The box's rows before first_key belong
+// to earlier boxes and are masked.
+FS_HOST_DEVICE inline int box_start(int first_key, int rows, int sk) {
+  return first_key + rows > sk ? sk - rows : first_key;
+}
+// The same for key block n of block_n keys, loaded as one box.
 FS_HOST_DEVICE inline int key_box_start(int n, int block_n, int sk) {
-  const int n0 = n * block_n;
-  return n0 + block_n > sk ? sk - block_n : n0;
+  return box_start(n * block_n, block_n, sk);
+}
+
+// The key that column c of key block n's scores stands for where the block is loaded as boxes
+// of box_rows rows (a power of two dividing block_n: paged k/v, one box per page), each ending
+// no later than the sequence's last key as key_box_start's box does: the key of its box's row
+// c % box_rows. A key before its box's own first key (first_of_box) is another box's, or none
+// where the box lies past the sequence (its rows then all fall before it), and is masked.
+struct BoxedKey {
+  int key;           // the key the column holds
+  int first_of_box;  // the first key of the box's own rows
+};
+FS_HOST_DEVICE inline BoxedKey boxed_key(int n0, int c, int box_rows, int sk) {
+  const int within = c & (box_rows - 1);
+  const int first = n0 + c - within;
+  return BoxedKey{box_start(first, box_rows, sk) + within, first};
+}
+
+// Paged k/v: the first row, within its page (which starts at key page_start), of the box of
+// box_rows rows for the keys from `first` on (first a multiple of box_rows). The box ends by the
+// sequence's last key (box_start), so where that cuts it short it starts before its page: the
+// loads fill those rows with zeros, as every row of a box that starts past the last key
+// (-box_rows: the whole box before its page). boxed_key labels the rows loaded so.
+FS_HOST_DEVICE inline int page_box_row(int first, int box_rows, int page_start, int sk) {
+  return first < sk ? box_start(first, box_rows, sk) - page_start : -box_rows;
 }
 
 struct KeyBlockRange {

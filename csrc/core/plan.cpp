@@ -30,8 +30,11 @@ TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
 TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count,
                          int num_splits) {
   const TileConfig modelled = tiles_for(family, p);
-  // Only the Hopper tiles of one head's rows weigh the grid (those packing a group do not).
-  if (family != KernelFamily::kHopperWgmma || modelled.packs_heads) return modelled;
+  // Only the Hopper tiles of one head's rows weigh the grid (those packing a group do not, nor
+  // do those over paged k/v: the 128-row sequence tiles, hopper_reads_pages).
+  if (family != KernelFamily::kHopperWgmma || modelled.packs_heads || p.page_size > 0) {
+    return modelled;
+  }
   return hopper_tile_config(static_cast<int>(p.d), p.sq, p.causal, p.sk, p.b * p.h, sm_count,
                             num_splits, static_cast<int>(value_head_dim(p)), p.per_sequence);
 }

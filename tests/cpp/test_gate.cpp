@@ -281,15 +281,30 @@ TEST(Gate, AmdGpusRunTheMfmaKernelsOnceVerified) {
   EXPECT_EQ(allowed.trust, ArchTrust::kOverride);
 }
 
-TEST(Gate, PagedKvRunsOnThePortableKernelsOfEitherVendor) {
+TEST(Gate, PagedKvRunsOnHopperWhereItsPagesAreTmaBoxes) {
+  // Pages of 64 keys or of whole 128-key blocks: the Hopper kernels at d=64 and 128; other page
+  // sizes and head dims, and AMD, the portable kernels.
   AttnProblem p = admitted_problem();
-  p.page_size = 16;
-  GateDecision amd = check_native(p, mi300x(), amd_build(), verified_here());
-  ASSERT_TRUE(amd.ok) << amd.reason;
-  EXPECT_EQ(amd.family, KernelFamily::kPortableMfma);
-  GateDecision nvidia = check_native(p, h100(), gpu_build());
-  ASSERT_TRUE(nvidia.ok) << nvidia.reason;
-  EXPECT_EQ(nvidia.family, KernelFamily::kPortableMma);  // a page is not a TMA box
+  for (int page : {64, 128, 256, 1024}) {
+    p.page_size = page;
+    GateDecision nvidia = check_native(p, h100(), testing::hopper_build());
+    ASSERT_TRUE(nvidia.ok) << nvidia.reason;
+    EXPECT_EQ(nvidia.family, KernelFamily::kHopperWgmma) << "page " << page;
+    GateDecision amd = check_native(p, mi300x(), amd_build(), verified_here());
+    ASSERT_TRUE(amd.ok) << amd.reason;
+    EXPECT_EQ(amd.family, KernelFamily::kPortableMfma);
+  }
+  for (int page : {1, 8, 16, 24, 32, 48, 200}) {
+    p.page_size = page;
+    GateDecision nvidia = check_native(p, h100(), testing::hopper_build());
+    ASSERT_TRUE(nvidia.ok) << nvidia.reason;
+    EXPECT_EQ(nvidia.family, KernelFamily::kPortableMma) << "page " << page;
+  }
+  p.page_size = 64;
+  p.d = 96;
+  GateDecision d96 = check_native(p, h100(), testing::hopper_build_every_head_dim());
+  ASSERT_TRUE(d96.ok) << d96.reason;
+  EXPECT_EQ(d96.family, KernelFamily::kPortableMma);
 }
 
 TEST(Gate, AmdGpusNeedTheirOwnTargetBuilt) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/hopper_tiles.h"
 #include "core/key_blocks.h"
 
 namespace flashsplit {
@@ -194,6 +195,54 @@ TEST(KeyBoxes, NoBoxReadsPastTheSequenceAndEveryKeyIsVisitedOnce) {
   EXPECT_EQ(key_box_start(0, 128, 300), 0);
   EXPECT_EQ(key_box_start(2, 128, 300), 172);  // the last block's box ends at key 299
   EXPECT_EQ(key_box_start(0, 128, 5), -123);   // rows before the first key: filled with zeros
+}
+
+// Paged k/v on the Hopper kernels: a key block of 128 keys is loaded as boxes of a page's rows
+// (or one box inside a page of whole blocks), each from its page at page_box_row. A box row
+// inside its page holds the key boxed_key names, and none past the sequence; a row outside it
+// (loaded as zeros) is masked; and the unmasked columns visit every key exactly once.
+TEST(KeyBoxes, PagedBoxesReadNoSlotPastTheSequenceAndLabelTheirKeys) {
+  constexpr int block_n = kHopperBlockN;
+  // Boxes of a page's rows (16 and 32 as well: the rule holds for any power of two dividing a
+  // block), or of a block's inside pages of whole blocks.
+  for (int page : {16, 32, 64, 128, 256, 384}) {
+    const int box_rows = page < block_n ? page : block_n;
+    for (int sk : {1, 5, 15, 16, 17, 100, 127, 128, 129, 255, 256, 257, 300, 513, 1000}) {
+      std::vector<int> visits(sk, 0);
+      for (int n = 0; n * block_n < sk; ++n) {
+        for (int c = 0; c < block_n; ++c) {
+          const int first = n * block_n + c / box_rows * box_rows;
+          const int page_start = first / page * page;
+          const int row = page_box_row(first, box_rows, page_start, sk) + c % box_rows;
+          const BoxedKey k = boxed_key(n * block_n, c, box_rows, sk);
+          const std::string where = "page " + std::to_string(page) + " sk " +
+                                    std::to_string(sk) + " n " + std::to_string(n) + " c " +
+                                    std::to_string(c);
+          if (row >= 0 && row < page) {
+            EXPECT_LT(page_start + row, sk) << where;  // no slot past the sequence
+            EXPECT_EQ(k.key, page_start + row) << where;
+          } else {
+            EXPECT_LT(k.key, k.first_of_box) << where;  // a zero row: masked
+          }
+          if (k.key >= k.first_of_box && k.key < sk) ++visits[k.key];
+        }
+      }
+      for (int key = 0; key < sk; ++key)
+        ASSERT_EQ(visits[key], 1) << "page " << page << " sk " << sk << " key " << key;
+    }
+  }
+  // Boxes of a whole block label their columns as key_box_start's box does.
+  for (int c : {0, 77, 127}) {
+    EXPECT_EQ(boxed_key(256, c, 128, 300).key, key_box_start(2, 128, 300) + c);
+    EXPECT_EQ(boxed_key(256, c, 128, 300).first_of_box, 256);
+  }
+  // The pages the Hopper kernels read; the portable kernels read the others.
+  for (int page : {1, 8, 16, 24, 32, 48, 96, 200}) {
+    EXPECT_EQ(hopper_page_box_rows(page), 0) << page;
+  }
+  EXPECT_EQ(hopper_page_box_rows(64), 64);
+  EXPECT_EQ(hopper_page_box_rows(128), 128);
+  EXPECT_EQ(hopper_page_box_rows(512), 128);
 }
 
 }  // namespace

@@ -370,14 +370,34 @@ TEST(Plan, MultiTokenDecodeOfUpTo32PackedRowsRunsTheNarrowTile) {
   // 64 packed rows: the wide tile.
   EXPECT_EQ(plan_of(problem(8, 32, 8, 16, 16384, 128, false), 0, portable).tiles.block_m,
             portable_tile_config(128).block_m);
-  // The same 32 over paged k/v, which the Hopper kernels do not read: the narrow tile too.
+  // The same 32 over pages the Hopper kernels do not read: the narrow tile too.
   p.per_sequence = true;
-  p.page_size = 64;
+  p.page_size = 24;
   const LaunchPlan paged = plan_of(p);
   ASSERT_TRUE(paged.gate.ok && paged.paged);
   EXPECT_EQ(paged.gate.family, KernelFamily::kPortableMma);
   EXPECT_EQ(paged.tiles.block_m, portable_tile_config(128, true).block_m);
   EXPECT_EQ(paged.forward_grid.x, 2);
+}
+
+TEST(Plan, PagedMultiTokenDecodeOnHopperPacksTheGroupAsTheContiguousOne) {
+  // Pages of 64 keys or of whole blocks are TMA boxes: the packed 128-row sequence tiles, the
+  // contiguous call's split count and grid.
+  AttnProblem p = problem(8, 32, 8, 8, 16384, 128, true);
+  p.per_sequence = true;
+  const LaunchPlan contiguous = plan_of(p);
+  ASSERT_EQ(contiguous.gate.family, KernelFamily::kHopperWgmma);
+  for (int page : {64, 256, 512}) {
+    p.page_size = page;
+    const LaunchPlan paged = plan_of(p);
+    ASSERT_TRUE(paged.gate.ok && paged.paged && paged.sequences) << page;
+    EXPECT_EQ(paged.gate.family, KernelFamily::kHopperWgmma);
+    EXPECT_TRUE(paged.tiles.packs_heads);
+    EXPECT_EQ(paged.tiles.block_m, contiguous.tiles.block_m);
+    EXPECT_EQ(paged.tiles.block_n, kHopperBlockN);
+    EXPECT_EQ(paged.num_splits, contiguous.num_splits);
+    EXPECT_EQ(paged.forward_grid.x, contiguous.forward_grid.x);
+  }
 }
 
 TEST(Plan, MultiTokenDecodeOnHopperPacksTheGroupIntoSequenceTiles) {
@@ -578,14 +598,23 @@ TEST(Plan, ContiguousSequencesRunHopperTilesOfTheirOwnWithoutATailSplit) {
   EXPECT_EQ(wide_plan.tiles.block_m, kHopperWideRows);
   EXPECT_TRUE(wide_plan.sequences);
   EXPECT_TRUE(wide_plan.tile_counter);  // causal 256-row tiles drawn from a counter
-  // Paged k/v and decode stay on the portable kernels.
+  // Paged k/v runs the 128-row tiles, unsplit too (the only ones that read pages), where its
+  // pages are TMA boxes; pages of 24 keys and decode stay on the portable kernels.
   AttnProblem p;
-  p.b = 4, p.sq = 2048, p.sk = 2048, p.h = 16, p.hk = 16, p.d = 128;
+  p.b = 4, p.sq = 2048, p.sk = 2048, p.h = 16, p.hk = 16, p.d = 64, p.causal = true;
   p.per_sequence = true;
   p.page_size = 64;
+  for (int splits : {0, 1, 3}) {
+    const LaunchPlan paged = make_launch_plan(p, h100(), hopper_build(), PlanOptions{}, splits);
+    EXPECT_EQ(paged.gate.family, KernelFamily::kHopperWgmma);
+    EXPECT_TRUE(paged.paged && paged.sequences);
+    EXPECT_EQ(paged.tiles.block_m, kHopperBaseRows) << "G=" << splits;
+    EXPECT_EQ(paged.tiles.block_n, kHopperBlockN);
+  }
+  p.page_size = 24;
   EXPECT_EQ(make_launch_plan(p, h100(), hopper_build(), PlanOptions{}, 0).gate.family,
             KernelFamily::kPortableMma);
-  p.page_size = 0, p.sq = 1, p.h = 32, p.hk = 8;
+  p.page_size = 0, p.sq = 1, p.h = 32, p.hk = 8, p.d = 128, p.causal = false;
   EXPECT_EQ(make_launch_plan(p, h100(), hopper_build(), PlanOptions{}, 0).gate.family,
             KernelFamily::kPortableMma);
 }

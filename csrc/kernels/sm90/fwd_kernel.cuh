@@ -16,9 +16,9 @@
 //   shared_storage.cuh, pipeline.cuh, named_barriers.h, fwd_params.cuh  shared memory, the
 //                        rings between producer and consumers, barrier ids, the parameters
 //
-// Sequences of their own lengths (varlen, contiguous kv caches) run instances of their own, whose
-// tiles read their sequence's lengths and rows (kernels/sequence.cuh); multi-token decode of a
-// GQA group runs their form whose tiles pack the group's heads into rows.
+// Sequences of their own lengths (varlen, kv caches, contiguous or paged) run instances of their
+// own, whose tiles read their sequence's lengths and rows (kernels/sequence.cuh); multi-token
+// decode of a GQA group runs their form whose tiles pack the group's heads into rows.
 //
 // An unsplit call without a causal mask whose last round of tiles would leave SMs idle runs
 // that round as a second, dependent launch of this kernel (TailPass): its tiles are cut into
@@ -41,14 +41,15 @@ namespace sm90 {
 // one that runs the main tiles; a kernel of its own, so the fold's registers cannot change how
 // ptxas compiles the main tiles (one kernel with both passes ran 8-15% slower on 192-row tiles,
 // d=128 with its wgmma serialized for registers).
-// Sequences: the instance for sequences of their own lengths (FwdKernelTraits::kSequences);
-// PackHeads: its form whose tiles pack a GQA group's heads (FwdKernelTraits::kPackHeads).
+// Layout: the instances for sequences of their own lengths, over contiguous or paged k/v
+// (FwdKernelTraits::kSequences, kPaged); PackHeads: their form whose tiles pack a GQA group's
+// heads (FwdKernelTraits::kPackHeads).
 template <class Elem, int D, bool Causal, bool Split, class Tiles, bool TailPass = false,
-          bool Sequences = false, bool PackHeads = false>
+          KvLayout Layout = KvLayout::kDense, bool PackHeads = false>
 __global__ void __launch_bounds__(Tiles::kThreads, 1)
     hopper_fwd_kernel(const __grid_constant__ HopperFwdParams hp) {
 #if FS_HAS_WGMMA
-  using Kt = FwdKernelTraits<Elem, D, Causal, Split, Tiles, TailPass, Sequences, PackHeads>;
+  using Kt = FwdKernelTraits<Elem, D, Causal, Split, Tiles, TailPass, Layout, PackHeads>;
   allow_dependent_launch();  // the split path's combine may now be scheduled
 
   extern __shared__ unsigned char smem_raw[];

@@ -13,7 +13,7 @@
 namespace flashsplit {
 namespace sm90 {
 
-template <int D, class Tiles, bool Sequences, bool PackHeads>
+template <int D, class Tiles, KvLayout Layout, bool PackHeads>
 HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
   HopperFwdParams hp{};
   hp.p = params;
@@ -28,15 +28,27 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
         "q", params.q, params.elem, D, params.sq, params.h, params.b, params.q_row_stride,
         params.q_head_stride, params.q_batch_stride, Tiles::kSlabCols, Tiles::kBlockM);
   }
+  // k and v: (d, sk, hk, b) in boxes of a key block's rows; paged, (d, page_size, hk, pages)
+  // (sk is the page size) in boxes of a page's rows, at most a block's (hopper_page_box_rows).
+  int box_rows = Tiles::kBlockN;
+  if constexpr (Layout == KvLayout::kPaged) {
+    box_rows = hopper_page_box_rows(params.page_size);
+    if (box_rows == 0 || params.page_size != params.sk) {
+      throw std::logic_error("flashsplit: the Hopper kernels do not read pages of " +
+                             std::to_string(params.page_size) + " keys");
+    }
+    hp.mainloop.page_box_rows = box_rows;
+    hp.mainloop.by_page = FastDivmod(params.page_size);
+  }
   hp.mainloop.k_map = make_head_tile_map("k", params.k, params.elem, D, params.sk, params.hk,
                                 params.kv_batches,
                                 params.k_row_stride, params.k_head_stride, params.k_batch_stride,
-                                Tiles::kSlabCols, Tiles::kBlockN);
+                                Tiles::kSlabCols, box_rows);
   // v has its own head dim (Tiles::kHeadDimV slabs of it are loaded).
   hp.mainloop.v_map = make_head_tile_map("v", params.v, params.elem, params.dv, params.sk,
                                          params.hk, params.kv_batches, params.v_row_stride,
                                          params.v_head_stride, params.v_batch_stride,
-                                         Tiles::kSlabCols, Tiles::kBlockN);
+                                         Tiles::kSlabCols, box_rows);
   // G = 1 stores the output with TMA, 16 rows (one consumer warp) per box, and a sequence's
   // rows where it ends inside a warp's one row per box; splits write fp32 partials without a
   // map, and tiles packing a group's heads copy their rows out (write_direct).
@@ -44,7 +56,7 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
     hp.epilogue.o_map = make_head_tile_map("out", params.out, params.elem, D, params.sq, params.h,
                                   params.b, params.o_row_stride, params.o_head_stride,
                                   params.o_batch_stride, 64, 16);
-    if constexpr (Sequences) {
+    if constexpr (Layout != KvLayout::kDense) {
       hp.epilogue.o_row_map = make_head_tile_map(
           "out", params.out, params.elem, D, params.sq, params.h, params.b, params.o_row_stride,
           params.o_head_stride, params.o_batch_stride, 64, 1);
@@ -102,20 +114,20 @@ void set_walk(HopperFwdParams& hp, const LaunchPlan& plan, gpuStream_t stream) {
   }
 }
 
-template <class Elem, int D, bool Causal, bool Split, class Tiles, bool Sequences = false,
-          bool PackHeads = false>
+template <class Elem, int D, bool Causal, bool Split, class Tiles,
+          KvLayout Layout = KvLayout::kDense, bool PackHeads = false>
 void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                     LaunchRecord* record) {
-  HopperFwdParams hp = make_hopper_params<D, Tiles, Sequences, PackHeads>(params);
+  HopperFwdParams hp = make_hopper_params<D, Tiles, Layout, PackHeads>(params);
   set_walk<D, Tiles, PackHeads>(hp, plan, stream);
   constexpr int kSmemBytes = shared_storage_bytes<Tiles>();
-  auto kernel = hopper_fwd_kernel<Elem, D, Causal, Split, Tiles, false, Sequences, PackHeads>;
+  auto kernel = hopper_fwd_kernel<Elem, D, Causal, Split, Tiles, false, Layout, PackHeads>;
   allow_dynamic_smem<
-      hopper_fwd_kernel<Elem, D, Causal, Split, Tiles, false, Sequences, PackHeads>>(kSmemBytes);
+      hopper_fwd_kernel<Elem, D, Causal, Split, Tiles, false, Layout, PackHeads>>(kSmemBytes);
   const unsigned blocks = static_cast<unsigned>(plan.forward_grid.x);
   kernel<<<blocks, Tiles::kThreads, kSmemBytes, stream>>>(hp);
   FS_LAUNCH_CHECK("hopper_fwd_kernel launch");
-  if constexpr (!Sequences && tail_split_applies(Causal, Split, Tiles::kBlockN)) {
+  if constexpr (Layout == KvLayout::kDense && tail_split_applies(Causal, Split, Tiles::kBlockN)) {
     if (hp.scheduler.tail.active()) {
       // The pieces, one block per chunk, each starting as an SM leaves the main kernel.
       auto tail_kernel = hopper_fwd_kernel<Elem, D, false, false, Tiles, true>;
@@ -146,31 +158,32 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
 }
 
 // Tile choices per causal mask and split.
-template <class Elem, int D, class Tiles, bool Sequences = false, bool PackHeads = false>
+template <class Elem, int D, class Tiles, KvLayout Layout = KvLayout::kDense,
+          bool PackHeads = false>
 void launch_tiles(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                   LaunchRecord* record) {
   const bool split = plan.num_splits > 1;
   if (params.causal) {
-    split ? launch_variant<Elem, D, true, true, Tiles, Sequences, PackHeads>(params, plan, stream,
+    split ? launch_variant<Elem, D, true, true, Tiles, Layout, PackHeads>(params, plan, stream,
                                                                            record)
-          : launch_variant<Elem, D, true, false, Tiles, Sequences, PackHeads>(params, plan, stream,
+          : launch_variant<Elem, D, true, false, Tiles, Layout, PackHeads>(params, plan, stream,
                                                                             record);
   } else {
-    split ? launch_variant<Elem, D, false, true, Tiles, Sequences, PackHeads>(params, plan, stream,
+    split ? launch_variant<Elem, D, false, true, Tiles, Layout, PackHeads>(params, plan, stream,
                                                                             record)
-          : launch_variant<Elem, D, false, false, Tiles, Sequences, PackHeads>(params, plan,
+          : launch_variant<Elem, D, false, false, Tiles, Layout, PackHeads>(params, plan,
                                                                              stream, record);
   }
 }
 
 // Tiles whose instances exist only unsplit: the mask picks the variant.
-template <class Elem, int D, class Tiles, bool Sequences = false>
+template <class Elem, int D, class Tiles, KvLayout Layout = KvLayout::kDense>
 void launch_unsplit(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                     LaunchRecord* record) {
   if (params.causal) {
-    launch_variant<Elem, D, true, false, Tiles, Sequences>(params, plan, stream, record);
+    launch_variant<Elem, D, true, false, Tiles, Layout>(params, plan, stream, record);
   } else {
-    launch_variant<Elem, D, false, false, Tiles, Sequences>(params, plan, stream, record);
+    launch_variant<Elem, D, false, false, Tiles, Layout>(params, plan, stream, record);
   }
 }
 
@@ -206,6 +219,26 @@ using WideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false, kHopp
 template <int D>
 using SequenceTiles = std::conditional_t<(D > 128), LargeHeadTiles<D>, PingPongTiles<D>>;
 
+// The instances of sequence tiles reading the plan's k/v layout: paged k/v on the 128-row tiles
+// of 128-key blocks at d=64 and 128 only (hopper_reads_pages).
+template <class Elem, int D, class Tiles, bool PackHeads = false>
+void launch_sequence_tiles(const AttnFwdParams& params, const LaunchPlan& plan,
+                           gpuStream_t stream, LaunchRecord* record) {
+  if constexpr ((D == 64 || D == 128) && Tiles::kBlockM == kHopperBaseRows &&
+                Tiles::kBlockN == kHopperBlockN) {
+    if (plan.paged) {
+      return launch_tiles<Elem, D, Tiles, KvLayout::kPaged, PackHeads>(params, plan, stream,
+                                                                       record);
+    }
+  }
+  if (plan.paged) {
+    throw std::logic_error("flashsplit: no Hopper tile of " + std::to_string(Tiles::kBlockM) +
+                           " rows x " + std::to_string(Tiles::kBlockN) +
+                           " keys for paged k/v at d=" + std::to_string(D));
+  }
+  launch_tiles<Elem, D, Tiles, KvLayout::kSequences, PackHeads>(params, plan, stream, record);
+}
+
 template <class Elem, int D>
 void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                      LaunchRecord* record) {
@@ -213,38 +246,41 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
   // Multi-token decode of a GQA group: the 128-row sequence tiles packing the group's heads.
   if constexpr (D == 64 || D == 128) {
     if (plan.tiles.packs_heads) {
-      if (plan.sequences && !plan.paged &&
-          block_m == hopper_packed_tile_rows(params.h / params.hk) &&
+      if (plan.sequences && block_m == hopper_packed_tile_rows(params.h / params.hk) &&
           block_n == PingPongTiles<D>::kBlockN) {
-        return launch_tiles<Elem, D, PingPongTiles<D>, true, true>(params, plan, stream, record);
+        return launch_sequence_tiles<Elem, D, PingPongTiles<D>, true>(params, plan, stream,
+                                                                      record);
       }
       throw std::logic_error("flashsplit: no Hopper tile packing heads of " +
                              std::to_string(block_m) + " rows x " + std::to_string(block_n) +
-                             " keys" + (plan.paged ? " for paged k/v" : ""));
+                             " keys");
     }
   }
   if (plan.sequences) {
-    if (!plan.paged && params.dv == D && block_m == SequenceTiles<D>::kBlockM &&
+    if (params.dv == D && block_m == SequenceTiles<D>::kBlockM &&
         block_n == SequenceTiles<D>::kBlockN) {
       using Tiles = SequenceTiles<D>;
       if constexpr (hopper_sequence_splits_built(D, true)) {
-        return launch_tiles<Elem, D, Tiles, true>(params, plan, stream, record);
-      } else if (plan.num_splits == 1) {
-        return launch_unsplit<Elem, D, Tiles, true>(params, plan, stream, record);
-      } else if (!params.causal) {
-        return launch_variant<Elem, D, false, true, Tiles, true>(params, plan, stream, record);
+        return launch_sequence_tiles<Elem, D, Tiles>(params, plan, stream, record);
+      } else if (plan.num_splits == 1 && !plan.paged) {
+        return launch_unsplit<Elem, D, Tiles, KvLayout::kSequences>(params, plan, stream, record);
+      } else if (!params.causal && !plan.paged) {
+        return launch_variant<Elem, D, false, true, Tiles, KvLayout::kSequences>(params, plan,
+                                                                                stream, record);
       }
     }
     // Unsplit calls from d=128 down may take the 192-row tiles (their split forms spilled), and
     // at d=64 the 256-row ones.
     if constexpr (D <= 128) {
       if (!plan.paged && block_m == kHopperTallRows && plan.num_splits == 1) {
-        return launch_unsplit<Elem, D, TallTiles<D>, true>(params, plan, stream, record);
+        return launch_unsplit<Elem, D, TallTiles<D>, KvLayout::kSequences>(params, plan, stream,
+                                                                           record);
       }
     }
     if constexpr (D == 64) {
       if (!plan.paged && block_m == kHopperWideRows && plan.num_splits == 1) {
-        return launch_unsplit<Elem, D, WideTiles, true>(params, plan, stream, record);
+        return launch_unsplit<Elem, D, WideTiles, KvLayout::kSequences>(params, plan, stream,
+                                                                       record);
       }
     }
   } else if constexpr (D > 128) {

@@ -17,8 +17,14 @@ struct MainloopParams {
   // dims (d, sq, h, b), box (64, block_m, 1, 1); kPackHeads: dims (d, group, sq, hk, b), box
   // (64, group, block_m / group, 1, 1) (make_group_tile_map)
   CUtensorMap q_map;
-  CUtensorMap k_map;  // dims (d, sk, hk, b), box (64, block_n, 1, 1)
+  // dims (d, sk, hk, b), box (64, block_n, 1, 1); paged: dims (d, page_size, hk, pages), box
+  // (64, page_box_rows, 1, 1)
+  CUtensorMap k_map;
   CUtensorMap v_map;
+  // Paged k/v (kPaged): the rows of a key block's boxes (hopper_page_box_rows: the page size, at
+  // most a block's keys; a power of two) and the page size as a divisor.
+  int page_box_rows = 0;
+  FastDivmod by_page{1};
   // Kernels with kCarry: whether this launch carries S across tiles (hopper_carry_across_tiles
   // in core/hopper_tiles.h, by the mask and the key blocks its tiles walk).
   bool carry = true;

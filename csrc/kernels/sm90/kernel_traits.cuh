@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/hopper_tiles.h"
+#include "kernels/sequence.cuh"
 
 namespace flashsplit {
 namespace sm90 {
@@ -91,20 +92,28 @@ struct HopperTiles {
 // one that runs the main tiles; a kernel of its own, so the fold's registers cannot change how
 // ptxas compiles the main tiles (one kernel with both passes ran 8-15% slower on 192-row tiles,
 // d=128 with its wgmma serialized for registers).
-// Sequences: the calls whose sequences have lengths of their own (varlen, contiguous kv cache;
-// kernels/sequence.cuh): each tile reads its sequence's lengths and rows, loads its last key
-// block through a box that ends at the sequence's last key (key_box_start) and stores no row
-// past its sequence's last. The dense instances are compiled without it.
+// Layout: how the tiles find their sequences' keys (kernels/sequence.cuh). kSequences: the calls
+// whose sequences have lengths of their own (varlen, contiguous kv cache): each tile reads its
+// sequence's lengths and rows, loads its last key block through a box that ends at the
+// sequence's last key (key_box_start) and stores no row past its sequence's last. kPaged: the
+// same over a paged cache, each key block loaded as boxes of a page's rows (at most a block's),
+// each read from its page through the block table (FwdProducer::load_paged_key_block). The
+// dense instances are compiled without either.
 // PackHeads: multi-token decode of a GQA group (core/hopper_tiles.h, hopper_packs_heads): a
 // tile's rows pack the group's query heads (row r: query r / group, head r % group), its Q is
 // one 5-D box (make_group_tile_map), and the mask and the epilogue place each row by its query
 // and head. Sequence instances of the 128-row tiles only.
 template <class Elem_, int D, bool Causal, bool Split, class Tiles_, bool TailPass,
-          bool Sequences = false, bool PackHeads = false>
+          KvLayout Layout = KvLayout::kDense, bool PackHeads = false>
 struct FwdKernelTraits {
   static_assert(!TailPass || (!Causal && !Split), "tail splits are for unsplit unmasked calls");
-  static_assert(!Sequences || !TailPass, "sequences run without a tail split");
-  static_assert(!PackHeads || (Sequences && Tiles_::kBlockM == kHopperBaseRows),
+  static constexpr KvLayout kLayout = Layout;
+  static constexpr bool kSequences = Layout != KvLayout::kDense;
+  static constexpr bool kPaged = Layout == KvLayout::kPaged;
+  static_assert(!kSequences || !TailPass, "sequences run without a tail split");
+  static_assert(!kPaged || (Tiles_::kBlockM == kHopperBaseRows && Tiles_::kBlockN == kHopperBlockN),
+                "paged k/v runs the 128-row tiles over 128-key blocks");
+  static_assert(!PackHeads || (kSequences && Tiles_::kBlockM == kHopperBaseRows),
                 "packed heads run the 128-row sequence instances");
   using Elem = Elem_;
   using Tiles = Tiles_;
@@ -113,7 +122,6 @@ struct FwdKernelTraits {
   static constexpr bool kCausal = Causal;
   static constexpr bool kSplit = Split;
   static constexpr bool kTailPass = TailPass;
-  static constexpr bool kSequences = Sequences;
   static constexpr bool kPackHeads = PackHeads;
   // The output staged in shared memory and stored with TMA (FwdEpilogue::write_direct).
   static constexpr bool kStagedOutput = Tiles::kStagedOutput;

@@ -49,8 +49,66 @@ struct FwdProducer {
     return kv_shared ? l2_evict_last_policy() : l2_evict_normal_policy();
   }
 
+  // Paged k/v (kPaged): a key block is one box, or two of a page's rows (hopper_page_box_rows).
+  // The block-table entries of the block loaded next are read one block ahead, so their latency
+  // is not on the path from a freed stage to its loads.
+  static_assert(!Kt::kPaged || kBlockN == 2 * kHopperMinPageRows,
+                "a paged key block is one box or two");
+  struct BlockPages {
+    int first, second;  // the pages of its boxes (0 for a box past the keys, or none)
+  };
+  int pages_ahead_block = -1;  // the key block pages_ahead is of (-1: none)
+  BlockPages pages_ahead{};
+
+  __device__ __forceinline__ BlockPages read_pages(const WorkTile& t, int n) const {
+    const int n0 = n * kBlockN, second = n0 + mp.page_box_rows;
+    return BlockPages{
+        n0 < t.seq.sk ? t.seq.pages[mp.by_page.div(n0)] : 0,
+        second < n0 + kBlockN && second < t.seq.sk ? t.seq.pages[mp.by_page.div(second)] : 0};
+  }
+
+  // One tensor's boxes of key block n (K's or V's) into `dst`, completing on `full`.
+  __device__ __forceinline__ void load_page_boxes(const WorkTile& t, int n,
+                                                  const BlockPages& pages, const CUtensorMap* map,
+                                                  int slabs, unsigned char* dst,
+                                                  uint64_t* full) const {
+    const int box_rows = mp.page_box_rows;
+    for (int box = 0; box * box_rows < kBlockN; ++box) {
+      const int first = n * kBlockN + box * box_rows;
+      const int row =
+          page_box_row(first, box_rows, mp.by_page.div(first) * mp.by_page.divisor(), t.seq.sk);
+      for (int slab = 0; slab < slabs; ++slab)
+        tma_load_4d(dst + slab * Tiles::kSlabBytesKV + box * box_rows * Tiles::kSlabRowBytes, map,
+                    full, slab * Tiles::kSlabCols, row, t.kv_head,
+                    box == 0 ? pages.first : pages.second, kv_policy());
+    }
+  }
+
+  // Paged k/v: key block n of tile t, K's boxes then V's, into the ring's next stage. Each box
+  // ends by the sequence's last key (page_box_row in core/key_blocks.h), so none reads a slot
+  // past it, and the mask labels each box's rows (boxed_key).
+  __device__ __forceinline__ void load_paged_key_block(const WorkTile& t, int n) {
+    const BlockPages pages = pages_ahead_block == n ? pages_ahead : read_pages(t, n);
+    const int next = n + Kt::kWalkStep;
+    pages_ahead_block = (Kt::kForwardWalk ? next < t.range.end : next >= t.range.begin) ? next : -1;
+    if (pages_ahead_block >= 0) pages_ahead = read_pages(t, next);
+    mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
+    mbar_arrive_expect_tx(&smem.k_full()[ring.stage], Tiles::kTileBytesKV);
+    load_page_boxes(t, n, pages, &mp.k_map, Tiles::kSlabs,
+                    smem.k() + ring.stage * Tiles::kTileBytesKV, &smem.k_full()[ring.stage]);
+    mbar_wait(&smem.v_empty()[ring.stage], ring.phase ^ 1);
+    mbar_arrive_expect_tx(&smem.v_full()[ring.stage], Tiles::kTileBytesV);
+    load_page_boxes(t, n, pages, &mp.v_map, Tiles::kSlabsV,
+                    smem.v() + ring.stage * Tiles::kTileBytesV, &smem.v_full()[ring.stage]);
+    ring.advance();
+  }
+
   // Key block n's K, then its V, into the ring's next stage once the consumers have freed it.
   __device__ __forceinline__ void load_key_block(const WorkTile& t, int n) {
+    if constexpr (Kt::kPaged) {
+      load_paged_key_block(t, n);
+      return;
+    }
     unsigned char* k_dst = smem.k() + ring.stage * Tiles::kTileBytesKV;
     unsigned char* v_dst = smem.v() + ring.stage * Tiles::kTileBytesV;
     // The box's first key row (key_box_start for a sequence) and the batch of k and v. Here and

@@ -439,7 +439,7 @@ __device__ __forceinline__ void run_consumers(const HopperFwdParams& hp,
   const ConsumerThread th(warpgroup, lane);
   const int tile_row = th.consumer * 64 + th.slice_row;
   int row0 = 0;
-  const ScoreMask<Kt> mask(hp.p, th.quad_col);
+  const ScoreMask<Kt> mask(hp.p, th.quad_col, hp.mainloop.page_box_rows);
   float o[Kt::kHeadDimV / 2];
   float s[Kt::kBlockN / 2];
   uint32_t pa[Kt::kBlockN / 16][4];

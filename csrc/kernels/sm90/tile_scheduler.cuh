@@ -194,7 +194,7 @@ struct TileScheduler {
     } else {
       w.m0 = m_block * kBlockM;
     }
-    if constexpr (Kt::kSequences) w.seq = sequence_of<KvLayout::kSequences>(p, w.batch);
+    if constexpr (Kt::kSequences) w.seq = sequence_of<Kt::kLayout>(p, w.batch);
     const int sq = sq_of(w), sk = sk_of(w);
     // A query tile past its sequence's end has no rows, and so no key blocks to walk.
     int n_visible;
