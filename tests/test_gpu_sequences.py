@@ -81,10 +81,10 @@ def _assert_sequences_match(out, lse, q, expected_k, expected_v, lens, dtype, nu
         assert_within_tolerance(lse[i:i + 1], high[1], low[1], dtype, what + " lse")
 
 
-def _poisoned_cache(b, s, hk, d, lens, dtype, gen):
+def _poisoned_cache(b, s, hk, d, lens, dtype, gen, poison=POISON):
     cache = torch.randn(b, s, hk, d, generator=gen).to("cuda", dtype)
     for i, n in enumerate(lens):
-        cache[i, n:] = POISON
+        cache[i, n:] = poison
     return cache
 
 
@@ -453,11 +453,8 @@ def test_kvcache_prefill_chunk_reads_no_slot_past_the_cache_length(causal, d):
     b, s, h, hk = 3, 1024, 8, 2
     lens = [200, 517, 1024]
     gen = torch.Generator().manual_seed(d)
-    k_cache, v_cache = (torch.randn(b, s, hk, d, generator=gen).to("cuda", torch.bfloat16)
+    k_cache, v_cache = (_poisoned_cache(b, s, hk, d, lens, torch.bfloat16, gen, float("nan"))
                         for _ in range(2))
-    for i, n in enumerate(lens):
-        k_cache[i, n:] = float("nan")
-        v_cache[i, n:] = float("nan")
     q = torch.randn(b, 200, h, d, generator=gen).to("cuda", torch.bfloat16)
     seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
     for num_splits in SPLITS:
@@ -492,11 +489,8 @@ def test_paged_cache_on_the_hopper_tiles(dtype, d, causal, case, page_size):
     b, s = len(lens), 1024
     gen = torch.Generator().manual_seed(d + page_size + sq)
     q = torch.randn(b, sq, h, d, generator=gen).to("cuda", dtype)
-    k_cache, v_cache = (torch.randn(b, s, hk, d, generator=gen).to("cuda", dtype)
+    k_cache, v_cache = (_poisoned_cache(b, s, hk, d, lens, dtype, gen, float("nan"))
                         for _ in range(2))
-    for i, n in enumerate(lens):
-        k_cache[i, n:] = float("nan")
-        v_cache[i, n:] = float("nan")
     keys = [k_cache[i, :n] for i, n in enumerate(lens)]
     values = [v_cache[i, :n] for i, n in enumerate(lens)]
     k_pages, table = to_pages(torch.cat(keys), lens, page_size, torch.Generator().manual_seed(7),

@@ -165,14 +165,14 @@ void launch_tiles(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream
   const bool split = plan.num_splits > 1;
   if (params.causal) {
     split ? launch_variant<Elem, D, true, true, Tiles, Layout, PackHeads>(params, plan, stream,
-                                                                           record)
+                                                                        record)
           : launch_variant<Elem, D, true, false, Tiles, Layout, PackHeads>(params, plan, stream,
-                                                                            record);
+                                                                         record);
   } else {
     split ? launch_variant<Elem, D, false, true, Tiles, Layout, PackHeads>(params, plan, stream,
-                                                                            record)
-          : launch_variant<Elem, D, false, false, Tiles, Layout, PackHeads>(params, plan,
-                                                                             stream, record);
+                                                                         record)
+          : launch_variant<Elem, D, false, false, Tiles, Layout, PackHeads>(params, plan, stream,
+                                                                          record);
   }
 }
 
