@@ -147,10 +147,10 @@ MEMCHECK_CASES = [
     # Paged caches (layout "paged<page size>", sequences of sk - 29 i keys, shuffled pages,
     # NaN in every slot past a sequence's keys): the narrow tile's copy runs of whole pages
     # (16) and its walk over pages shorter than a run (8), and the wide tile's walk (pages of 7
-    # under 48 packed rows).
+    # under 48 packed rows; d=96, whose pages the Hopper kernels do not read).
     Case("bf16-d128-decode-G3-paged16", "bf16", 128, False, 3, 1, 300, 8, 2, 3, "paged16"),
     Case("fp16-d64-decode-auto-paged8", "fp16", 64, False, 2, 1, 777, 4, 4, 0, "paged8"),
-    Case("bf16-d128-causal-G2-paged7-wide", "bf16", 128, True, 2, 12, 200, 8, 2, 2, "paged7"),
+    Case("bf16-d96-causal-G2-paged7-wide", "bf16", 96, True, 2, 12, 200, 8, 2, 2, "paged7"),
     # The narrow tile with key warps (48 decode blocks left to the heuristic on the H100's 132
     # SMs): a last key block ending inside a warp's part, the warps' merge, paged runs.
     Case("bf16-d64-decode-auto-key-warps", "bf16", 64, False, 48, 1, 777, 4, 1, 0, "contiguous"),
@@ -170,10 +170,15 @@ MEMCHECK_CASES = [
     Case("fp16-d128-decode-auto-key-warps-staggered-paged16", "fp16", 128, False, 80, 1, 300, 4,
          2, 0, "paged16"),
     # Paged caches on the Hopper kernels: boxes of a page's 64 rows (a GQA group packed into
-    # the rows) and boxes of a block's rows inside pages of 256.
+    # the rows) and boxes of a block's rows inside pages of 256; rows copied one at a time from
+    # pages of 16 (packed) and of 7.
     Case("bf16-d128-causal-G3-hopper-packed-paged64", "bf16", 128, True, 2, 8, 300, 32, 8, 3,
          "paged64", 128),
     Case("fp16-d64-full-G1-hopper-paged256", "fp16", 64, False, 2, 80, 300, 8, 2, 1, "paged256",
+         128),
+    Case("bf16-d128-full-G3-hopper-packed-paged16", "bf16", 128, False, 2, 8, 300, 32, 8, 3,
+         "paged16", 128),
+    Case("fp16-d64-causal-G1-hopper-paged7", "fp16", 64, True, 2, 80, 300, 8, 2, 1, "paged7",
          128),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64, and a short GQA
@@ -215,6 +220,8 @@ RACECHECK_CASES = [
          "varlen", 128),
     Case("race-bf16-d64-causal-G2-hopper-paged64", "bf16", 64, True, 2, 80, 300, 4, 2, 2,
          "paged64", 128),
+    Case("race-fp16-d128-causal-G2-hopper-packed-paged16", "fp16", 128, True, 2, 8, 300, 32, 8,
+         2, "paged16", 128),
 ]
 SETS = {"memcheck": MEMCHECK_CASES, "race": RACECHECK_CASES}
 
@@ -272,6 +279,10 @@ def wrong_tiles(case, decision):
     ran = decision["details"]["block_m"]
     if case.block_m and decision["kernel"] == "hopper_wgmma" and ran != case.block_m:
         return f"ran {ran}-row tiles, the case is for {case.block_m}"
+    if case.layout.startswith("paged") and decision["kernel"] == "hopper_wgmma":
+        rows = int(case.layout[len("paged"):]) % 64 != 0  # pages too small for TMA boxes
+        if decision["details"]["page_rows"] != rows:
+            return f"page_rows={decision['details']['page_rows']}, the case is for {rows}"
     return None
 
 

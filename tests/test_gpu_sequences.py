@@ -473,17 +473,17 @@ PAGED_HOPPER_CASES = {"packed": (32, 8, 8), "prefill": (8, 2, 80)}
 
 
 @requires_hopper
-@pytest.mark.parametrize("page_size", [16, 64, 128, 256])
+@pytest.mark.parametrize("page_size", [1, 16, 24, 64, 128, 256])
 @pytest.mark.parametrize("case", list(PAGED_HOPPER_CASES))
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_paged_cache_on_the_hopper_tiles(dtype, d, causal, case, page_size):
-    """Pages of 64 keys or of whole key blocks are TMA boxes: the Hopper sequence tiles read
-    them, a box a page or a block (8 tokens of a group of 4 packed into the rows, or 80 queries
-    of one head a tile); pages of 16 run on the portable kernels. Cache lengths end inside a
-    page, on a page's end and inside a key block; every slot past a sequence's keys and every
-    unused page holds NaN, which no box may read. Against naive_attention."""
+    """The Hopper sequence tiles read pages of any size (8 tokens of a group of 4 packed into
+    the rows, or 80 queries of one head a tile): pages of 64 keys or of whole key blocks as TMA
+    boxes, a box a page or a block, the others copied a row at a time. Cache lengths end inside
+    a page, on a page's end and inside a key block; every slot past a sequence's keys and every
+    unused page holds NaN, which no load may read. Against naive_attention."""
     h, hk, sq = PAGED_HOPPER_CASES[case]
     lens = [sq + 1, 100, 129, 256, 1000, 517]
     b, s = len(lens), 1024
@@ -502,10 +502,9 @@ def test_paged_cache_on_the_hopper_tiles(dtype, d, causal, case, page_size):
                      max_seqlen_k=table.shape[1] * page_size)
     for num_splits in SPLITS:
         decision = _native.sequence_gate_decision(q, k_pages, v_pages, seqs, causal, num_splits)
-        hopper = page_size % 64 == 0
-        assert decision["kernel"] == ("hopper_wgmma" if hopper else PORTABLE), decision
-        if hopper:
-            assert decision["details"]["packs_heads"] == (case == "packed"), decision
+        assert decision["kernel"] == "hopper_wgmma", decision
+        assert decision["details"]["packs_heads"] == (case == "packed"), decision
+        assert decision["details"]["page_rows"] == (page_size % 64 != 0), decision
         out, lse = flashsplit.flash_attn_with_kvcache(
             q, k_pages, v_pages, cache_seqlens=seqlens, block_table=table, causal=causal,
             num_splits=num_splits, return_softmax_lse=True, strict=True)

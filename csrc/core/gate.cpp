@@ -209,9 +209,9 @@ GateDecision check_native(const AttnProblem& p, const DeviceInfo& device, const 
     decision.family = KernelFamily::kPortableMfma;
     return decision;
   }
-  // Paged k/v runs on the Hopper kernels where its pages are TMA boxes (hopper_reads_pages),
-  // else on the portable kernels; so do decode and calls that would waste most of a Hopper
-  // tile's rows (use_hopper_tiles).
+  // Paged k/v runs on the Hopper kernels at the head dims whose sequence tiles read pages
+  // (hopper_reads_pages), else on the portable kernels; so do decode and calls that would waste
+  // most of a Hopper tile's rows (use_hopper_tiles).
   const int d = static_cast<int>(p.d);
   const bool hopper =
       device.cc == 90 && build.hopper_kernels_built && options.allow_hopper &&

@@ -264,10 +264,10 @@ constexpr TileConfig hopper_packed_tile_config(long long group) {
 // Paged k/v on the Hopper kernels: each key block of kHopperBlockN keys is loaded as TMA boxes
 // of one page's rows each, or, where pages hold whole blocks, one box of a block's rows inside
 // its page; so pages of 64 keys or a multiple of kHopperBlockN. Returns the rows of a box, 0
-// for page sizes the Hopper kernels do not read (the portable kernels read any). Smaller pages
-// would be more, smaller boxes: at 16 keys (8 boxes a block) multi-token decode took
-// 1.22-1.76x the contiguous time (H200; pages in order as slow as shuffled), so they run on the
-// portable kernels.
+// for page sizes whose blocks the producer warpgroup copies a row at a time instead (cp.async;
+// LaunchPlan::page_rows). Smaller pages as boxes would be more, smaller boxes: at 16 keys (8
+// boxes a block) multi-token decode took 1.22-1.76x the contiguous time (H200; pages in order
+// as slow as shuffled).
 constexpr int kHopperMinPageRows = 64;
 constexpr int hopper_page_box_rows(long long page_size) {
   if (page_size >= kHopperBlockN) return page_size % kHopperBlockN == 0 ? kHopperBlockN : 0;
@@ -275,10 +275,10 @@ constexpr int hopper_page_box_rows(long long page_size) {
 }
 
 // Whether the Hopper kernels read a paged cache of this page size and head dim: the 128-row
-// sequence tiles at d = 64 and 128, v of the same head dim.
+// sequence tiles at d = 64 and 128, v of the same head dim, any page size (as boxes or a row
+// at a time).
 constexpr bool hopper_reads_pages(long long page_size, int head_dim, int head_dim_v) {
-  return hopper_page_box_rows(page_size) > 0 && (head_dim == 64 || head_dim == 128) &&
-         head_dim_v == head_dim;
+  return page_size >= 1 && (head_dim == 64 || head_dim == 128) && head_dim_v == head_dim;
 }
 
 // The Hopper kernel serves a call when each head brings at least half a tile of query rows, or

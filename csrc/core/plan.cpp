@@ -209,6 +209,8 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   plan.sequences = p.per_sequence || p.page_size > 0 ||
                    (family == KernelFamily::kHopperWgmma && plan.tiles.packs_heads);
   plan.paged = p.page_size > 0;
+  plan.page_rows = plan.paged && family == KernelFamily::kHopperWgmma &&
+                   hopper_page_box_rows(p.page_size) == 0;
   plan.split_block_n = tiles_for(family, p).block_n;
   plan.tiles_per_split = forward_blocks(p.b, p.sq, p.h, p.hk, plan.tiles);
   if (family == KernelFamily::kHopperWgmma) {

@@ -30,6 +30,9 @@ struct LaunchPlan {
   // Sequences of their own lengths, and paged k/v among them: the kernel instances that read
   // the sequences' indices and pages (kernels/sequence.cuh).
   bool sequences = false, paged = false;
+  // Paged k/v the Hopper kernels copy a row at a time: pages too small for TMA boxes
+  // (hopper_page_box_rows).
+  bool page_rows = false;
   // Keys per block of the tiles calls with G >= 2 run (the tiles the heuristic models), which
   // clamp a requested G; an unsplit call's own tiles may take fewer (wide Hopper tiles).
   int split_block_n = 0;
@@ -63,6 +66,7 @@ struct LaunchRecord {
   int block_m = 0, block_n = 0, num_splits = 0;
   int key_warps = 0;         // the portable tile's key warps (0: a Hopper launch)
   bool packs_heads = false;  // the Hopper instance whose tiles pack a GQA group's heads
+  bool page_rows = false;    // the Hopper instance that copies pages a row at a time
   bool carry = false, rotate_rounds = false, tile_counter = false, running_max = false;
   bool staggered_kv = false;
   int tile_group = 0, tail_tiles = 0, tail_parts = 0;

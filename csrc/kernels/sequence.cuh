@@ -14,10 +14,11 @@
 namespace flashsplit {
 
 // What a kernel instance reads of a call's sequences: nothing (dense: sequence i is batch i),
-// their lengths and k/v batches (varlen, kv cache), or those and their pages (paged k/v).
-// Each is its own instance, so the dense and contiguous walks keep the registers and
-// instructions the others need.
-enum class KvLayout { kDense, kSequences, kPaged };
+// their lengths and k/v batches (varlen, kv cache), or those and their pages (paged k/v; the
+// Hopper kernels load pages as TMA boxes, kPaged, or, pages too small for boxes, a row at a
+// time, kPagedRows). Each is its own instance, so the dense and contiguous walks keep the
+// registers and instructions the others need.
+enum class KvLayout { kDense, kSequences, kPaged, kPagedRows };
 
 struct Sequence {
   int sq, sk;        // its queries and the keys they attend to
@@ -50,7 +51,8 @@ __device__ __forceinline__ Sequence sequence_of(const AttnFwdParams& p, int i) {
   }
   if (p.seqused_k != nullptr) s.sk = p.seqused_k[i];
   if (p.kv_batch_idx != nullptr) s.kv_batch = p.kv_batch_idx[i];
-  if constexpr (Layout == KvLayout::kPaged) s.pages = p.block_table + i * p.block_table_stride;
+  if constexpr (Layout == KvLayout::kPaged || Layout == KvLayout::kPagedRows)
+    s.pages = p.block_table + i * p.block_table_stride;
   return s;
 }
 

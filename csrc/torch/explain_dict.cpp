@@ -19,6 +19,8 @@ pybind11::dict plan_details(const LaunchPlan& plan, int64_t b, int64_t sq, int64
   // Whether a tile's rows pack a GQA group's query heads (every portable tile; Hopper tiles of
   // multi-token decode) or hold one head's rows.
   d["packs_heads"] = plan.tiles.packs_heads;
+  // Paged k/v on Hopper tiles copied a row at a time (pages too small for TMA boxes).
+  d["page_rows"] = plan.page_rows;
   d["split_block_n"] = plan.split_block_n;
   // Warps that share a portable block's rows, each over its part of every key block (0 on
   // Hopper tiles).
@@ -66,6 +68,7 @@ pybind11::dict launch_record_dict(const LaunchRecord& r) {
   d["block_m"] = r.block_m;
   d["block_n"] = r.block_n;
   d["packs_heads"] = r.packs_heads;
+  d["page_rows"] = r.page_rows;
   d["key_warps"] = r.key_warps;
   d["carry"] = r.carry;
   d["rotate_rounds"] = r.rotate_rounds;

@@ -281,11 +281,11 @@ TEST(Gate, AmdGpusRunTheMfmaKernelsOnceVerified) {
   EXPECT_EQ(allowed.trust, ArchTrust::kOverride);
 }
 
-TEST(Gate, PagedKvRunsOnHopperWhereItsPagesAreTmaBoxes) {
-  // Pages of 64 keys or of whole 128-key blocks: the Hopper kernels at d=64 and 128; other page
-  // sizes and head dims, and AMD, the portable kernels.
+TEST(Gate, PagedKvRunsOnHopperAtEveryPageSize) {
+  // The Hopper kernels at d=64 and 128 read pages of any size (TMA boxes or a row at a time);
+  // other head dims, and AMD, the portable kernels.
   AttnProblem p = admitted_problem();
-  for (int page : {64, 128, 256, 1024}) {
+  for (int page : {1, 8, 16, 24, 32, 48, 64, 128, 200, 256, 1024}) {
     p.page_size = page;
     GateDecision nvidia = check_native(p, h100(), testing::hopper_build());
     ASSERT_TRUE(nvidia.ok) << nvidia.reason;
@@ -293,12 +293,6 @@ TEST(Gate, PagedKvRunsOnHopperWhereItsPagesAreTmaBoxes) {
     GateDecision amd = check_native(p, mi300x(), amd_build(), verified_here());
     ASSERT_TRUE(amd.ok) << amd.reason;
     EXPECT_EQ(amd.family, KernelFamily::kPortableMfma);
-  }
-  for (int page : {1, 8, 16, 24, 32, 48, 200}) {
-    p.page_size = page;
-    GateDecision nvidia = check_native(p, h100(), testing::hopper_build());
-    ASSERT_TRUE(nvidia.ok) << nvidia.reason;
-    EXPECT_EQ(nvidia.family, KernelFamily::kPortableMma) << "page " << page;
   }
   p.page_size = 64;
   p.d = 96;

@@ -370,10 +370,10 @@ TEST(Plan, MultiTokenDecodeOfUpTo32PackedRowsRunsTheNarrowTile) {
   // 64 packed rows: the wide tile.
   EXPECT_EQ(plan_of(problem(8, 32, 8, 16, 16384, 128, false), 0, portable).tiles.block_m,
             portable_tile_config(128).block_m);
-  // The same 32 over pages the Hopper kernels do not read: the narrow tile too.
+  // The same 32 over pages, off the Hopper kernels: the narrow tile too.
   p.per_sequence = true;
   p.page_size = 24;
-  const LaunchPlan paged = plan_of(p);
+  const LaunchPlan paged = plan_of(p, 0, portable);
   ASSERT_TRUE(paged.gate.ok && paged.paged);
   EXPECT_EQ(paged.gate.family, KernelFamily::kPortableMma);
   EXPECT_EQ(paged.tiles.block_m, portable_tile_config(128, true).block_m);
@@ -381,17 +381,19 @@ TEST(Plan, MultiTokenDecodeOfUpTo32PackedRowsRunsTheNarrowTile) {
 }
 
 TEST(Plan, PagedMultiTokenDecodeOnHopperPacksTheGroupAsTheContiguousOne) {
-  // Pages of 64 keys or of whole blocks are TMA boxes: the packed 128-row sequence tiles, the
-  // contiguous call's split count and grid.
+  // Any page size: the packed 128-row sequence tiles, the contiguous call's split count and
+  // grid; pages of 64 keys or of whole blocks are TMA boxes, the others copied a row at a time.
   AttnProblem p = problem(8, 32, 8, 8, 16384, 128, true);
   p.per_sequence = true;
   const LaunchPlan contiguous = plan_of(p);
   ASSERT_EQ(contiguous.gate.family, KernelFamily::kHopperWgmma);
-  for (int page : {64, 256, 512}) {
+  EXPECT_FALSE(contiguous.page_rows);
+  for (int page : {1, 16, 32, 48, 64, 200, 256, 512}) {
     p.page_size = page;
     const LaunchPlan paged = plan_of(p);
     ASSERT_TRUE(paged.gate.ok && paged.paged && paged.sequences) << page;
     EXPECT_EQ(paged.gate.family, KernelFamily::kHopperWgmma);
+    EXPECT_EQ(paged.page_rows, page != 64 && page % kHopperBlockN != 0) << page;
     EXPECT_TRUE(paged.tiles.packs_heads);
     EXPECT_EQ(paged.tiles.block_m, contiguous.tiles.block_m);
     EXPECT_EQ(paged.tiles.block_n, kHopperBlockN);
@@ -598,8 +600,8 @@ TEST(Plan, ContiguousSequencesRunHopperTilesOfTheirOwnWithoutATailSplit) {
   EXPECT_EQ(wide_plan.tiles.block_m, kHopperWideRows);
   EXPECT_TRUE(wide_plan.sequences);
   EXPECT_TRUE(wide_plan.tile_counter);  // causal 256-row tiles drawn from a counter
-  // Paged k/v runs the 128-row tiles, unsplit too (the only ones that read pages), where its
-  // pages are TMA boxes; pages of 24 keys and decode stay on the portable kernels.
+  // Paged k/v runs the 128-row tiles, unsplit too (the only ones that read pages), pages of 24
+  // keys copied a row at a time; decode stays on the portable kernels.
   AttnProblem p;
   p.b = 4, p.sq = 2048, p.sk = 2048, p.h = 16, p.hk = 16, p.d = 64, p.causal = true;
   p.per_sequence = true;
@@ -612,8 +614,10 @@ TEST(Plan, ContiguousSequencesRunHopperTilesOfTheirOwnWithoutATailSplit) {
     EXPECT_EQ(paged.tiles.block_n, kHopperBlockN);
   }
   p.page_size = 24;
-  EXPECT_EQ(make_launch_plan(p, h100(), hopper_build(), PlanOptions{}, 0).gate.family,
-            KernelFamily::kPortableMma);
+  const LaunchPlan rows = make_launch_plan(p, h100(), hopper_build(), PlanOptions{}, 0);
+  EXPECT_EQ(rows.gate.family, KernelFamily::kHopperWgmma);
+  EXPECT_TRUE(rows.page_rows);
+  EXPECT_EQ(rows.tiles.block_m, kHopperBaseRows);
   p.page_size = 0, p.sq = 1, p.h = 32, p.hk = 8, p.d = 128, p.causal = false;
   EXPECT_EQ(make_launch_plan(p, h100(), hopper_build(), PlanOptions{}, 0).gate.family,
             KernelFamily::kPortableMma);

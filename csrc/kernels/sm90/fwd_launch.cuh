@@ -30,25 +30,31 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
   }
   // k and v: (d, sk, hk, b) in boxes of a key block's rows; paged, (d, page_size, hk, pages)
   // (sk is the page size) in boxes of a page's rows, at most a block's (hopper_page_box_rows).
+  // Pages copied a row at a time have no maps; the mask reads their blocks as one box each.
   int box_rows = Tiles::kBlockN;
-  if constexpr (Layout == KvLayout::kPaged) {
-    box_rows = hopper_page_box_rows(params.page_size);
-    if (box_rows == 0 || params.page_size != params.sk) {
-      throw std::logic_error("flashsplit: the Hopper kernels do not read pages of " +
-                             std::to_string(params.page_size) + " keys");
+  if constexpr (Layout == KvLayout::kPaged || Layout == KvLayout::kPagedRows) {
+    const bool rows = Layout == KvLayout::kPagedRows;
+    box_rows = rows ? Tiles::kBlockN : hopper_page_box_rows(params.page_size);
+    if (params.page_size < 1 || params.page_size != params.sk ||
+        (hopper_page_box_rows(params.page_size) == 0) != rows) {
+      throw std::logic_error(std::string("flashsplit: the Hopper kernels do not read pages of ") +
+                             std::to_string(params.page_size) + " keys " +
+                             (rows ? "a row at a time" : "as boxes"));
     }
     hp.mainloop.page_box_rows = box_rows;
     hp.mainloop.by_page = FastDivmod(params.page_size);
   }
-  hp.mainloop.k_map = make_head_tile_map("k", params.k, params.elem, D, params.sk, params.hk,
-                                params.kv_batches,
-                                params.k_row_stride, params.k_head_stride, params.k_batch_stride,
-                                Tiles::kSlabCols, box_rows);
-  // v has its own head dim (Tiles::kHeadDimV slabs of it are loaded).
-  hp.mainloop.v_map = make_head_tile_map("v", params.v, params.elem, params.dv, params.sk,
-                                         params.hk, params.kv_batches, params.v_row_stride,
-                                         params.v_head_stride, params.v_batch_stride,
-                                         Tiles::kSlabCols, box_rows);
+  if constexpr (Layout != KvLayout::kPagedRows) {
+    hp.mainloop.k_map = make_head_tile_map(
+        "k", params.k, params.elem, D, params.sk, params.hk, params.kv_batches,
+        params.k_row_stride, params.k_head_stride, params.k_batch_stride, Tiles::kSlabCols,
+        box_rows);
+    // v has its own head dim (Tiles::kHeadDimV slabs of it are loaded).
+    hp.mainloop.v_map = make_head_tile_map("v", params.v, params.elem, params.dv, params.sk,
+                                           params.hk, params.kv_batches, params.v_row_stride,
+                                           params.v_head_stride, params.v_batch_stride,
+                                           Tiles::kSlabCols, box_rows);
+  }
   // G = 1 stores the output with TMA, 16 rows (one consumer warp) per box, and a sequence's
   // rows where it ends inside a warp's one row per box; splits write fp32 partials without a
   // map, and tiles packing a group's heads copy their rows out (write_direct).
@@ -146,6 +152,7 @@ void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStre
         PackHeads ? hopper_packed_tile_rows(params.h / params.hk) : Tiles::kBlockM;
     record->block_n = Tiles::kBlockN;
     record->packs_heads = PackHeads;
+    record->page_rows = Layout == KvLayout::kPagedRows;
     record->forward_grid = LaunchGrid{blocks, 1, 1};
     record->carry = Tiles::kCarry && hp.mainloop.carry;
     record->rotate_rounds = hp.scheduler.rotate_rounds;
@@ -220,12 +227,17 @@ template <int D>
 using SequenceTiles = std::conditional_t<(D > 128), LargeHeadTiles<D>, PingPongTiles<D>>;
 
 // The instances of sequence tiles reading the plan's k/v layout: paged k/v on the 128-row tiles
-// of 128-key blocks at d=64 and 128 only (hopper_reads_pages).
+// of 128-key blocks at d=64 and 128 only (hopper_reads_pages), as boxes or a row at a time
+// (LaunchPlan::page_rows).
 template <class Elem, int D, class Tiles, bool PackHeads = false>
 void launch_sequence_tiles(const AttnFwdParams& params, const LaunchPlan& plan,
                            gpuStream_t stream, LaunchRecord* record) {
   if constexpr ((D == 64 || D == 128) && Tiles::kBlockM == kHopperBaseRows &&
                 Tiles::kBlockN == kHopperBlockN) {
+    if (plan.paged && plan.page_rows) {
+      return launch_tiles<Elem, D, Tiles, KvLayout::kPagedRows, PackHeads>(params, plan, stream,
+                                                                           record);
+    }
     if (plan.paged) {
       return launch_tiles<Elem, D, Tiles, KvLayout::kPaged, PackHeads>(params, plan, stream,
                                                                        record);

@@ -1,5 +1,6 @@
-// Hopper (sm_90a) building blocks of the warp-specialised forward: mbarriers, TMA tile loads,
-// wgmma fences and shared-memory matrix descriptors, register reallocation. Only sm90/ uses them.
+// Hopper (sm_90a) building blocks of the warp-specialised forward: mbarriers, cp.async and TMA
+// tile loads, wgmma fences and shared-memory matrix descriptors, register reallocation. Only
+// sm90/ uses them.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (the type only: nothing here links against the driver)
@@ -56,6 +57,19 @@ __device__ __forceinline__ void sleep_at_least_ns(uint32_t ns) {
     __nanosleep(200);
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   } while (now - start < ns);
+}
+
+// ---- cp.async: 16 bytes from global into shared memory, zeros where !valid (nothing is read
+// then). cp_async_arrive_noinc arrives on `bar` once every earlier cp.async of this thread has
+// landed; the barrier's count includes that arrival (noinc).
+__device__ __forceinline__ void cp_async_16_zfill(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar))
+               : "memory");
 }
 
 // ---- TMA: one box of a 4-D tensor map (coordinates innermost first) into shared memory,

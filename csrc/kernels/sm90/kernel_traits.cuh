@@ -97,8 +97,9 @@ struct HopperTiles {
 // sequence's lengths and rows, loads its last key block through a box that ends at the
 // sequence's last key (key_box_start) and stores no row past its sequence's last. kPaged: the
 // same over a paged cache, each key block loaded as boxes of a page's rows (at most a block's),
-// each read from its page through the block table (FwdProducer::load_paged_key_block). The
-// dense instances are compiled without either.
+// each read from its page through the block table (FwdProducer::load_paged_key_block).
+// kPagedRows: pages too small for boxes, whose key blocks the producer warpgroup copies a row at
+// a time (FwdProducer::copy_page_rows). The dense instances are compiled without any of them.
 // PackHeads: multi-token decode of a GQA group (core/hopper_tiles.h, hopper_packs_heads): a
 // tile's rows pack the group's query heads (row r: query r / group, head r % group), its Q is
 // one 5-D box (make_group_tile_map), and the mask and the epilogue place each row by its query
@@ -109,7 +110,8 @@ struct FwdKernelTraits {
   static_assert(!TailPass || (!Causal && !Split), "tail splits are for unsplit unmasked calls");
   static constexpr KvLayout kLayout = Layout;
   static constexpr bool kSequences = Layout != KvLayout::kDense;
-  static constexpr bool kPaged = Layout == KvLayout::kPaged;
+  static constexpr bool kPaged = Layout == KvLayout::kPaged || Layout == KvLayout::kPagedRows;
+  static constexpr bool kPageRows = Layout == KvLayout::kPagedRows;
   static_assert(!kSequences || !TailPass, "sequences run without a tail split");
   static_assert(!kPaged || (Tiles_::kBlockM == kHopperBaseRows && Tiles_::kBlockN == kHopperBlockN),
                 "paged k/v runs the 128-row tiles over 128-key blocks");
@@ -130,6 +132,15 @@ struct FwdKernelTraits {
   static constexpr int kStages = Tiles::kStages;
   static constexpr int kConsumers = Tiles::kConsumers;
   static constexpr bool kOverlap = Tiles::kOverlap;
+  // setmaxnreg budgets (HopperTiles). A producer warpgroup copying pages a row at a time holds
+  // where its rows live and their copies' addresses besides the walk: with the TMA producer's
+  // 40 registers it spilled, at d=64 with the mask with 56 too; the consumers give up the
+  // difference (d=64 needs fewer).
+  static constexpr int kProducerRegs = !kPageRows ? Tiles::kProducerRegs : D == 64 ? 72 : 56;
+  static constexpr int kConsumerRegs = !kPageRows ? Tiles::kConsumerRegs : D == 64 ? 208 : 224;
+  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <=
+                    Tiles::kThreads * Tiles::kLaunchRegs,
+                "register budget of one block");
 
   // The tail kernel's pieces are a few blocks each, so it does not carry S across them (with
   // carry, ptxas spilled the d=128 ping-pong tail kernel).

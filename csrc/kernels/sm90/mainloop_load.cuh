@@ -1,10 +1,13 @@
 // The Hopper forward's producer: one thread of the producer warpgroup issues TMA loads of each
 // tile's Q (into one of kQStages Q buffers) and of its K and V per key block (into the K/V ring
 // of kStages stages), in the order the consumers walk them. K and V have separate barriers, so
-// a consumer's S = Q K^T can start while V is still landing.
+// a consumer's S = Q K^T can start while V is still landing. Paged k/v in pages too small for
+// TMA boxes (kPageRows): the whole warpgroup walks the tiles and copies K and V a row at a time,
+// and its first thread loads Q.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/hopper_tiles.h"
 #include "kernels/sm90/fwd_params.cuh"
@@ -23,6 +26,7 @@ struct FwdProducer {
   static constexpr int kBlockN = Kt::kBlockN;
 
   const MainloopParams& mp;
+  const AttnFwdParams& p;
   const SharedView<Tiles> smem;
   const TileScheduler<Kt> sched;
   // L2 priorities: a tile's Q is read by its block only, a key block's K and V by every query
@@ -41,6 +45,7 @@ struct FwdProducer {
   __device__ __forceinline__ FwdProducer(const HopperFwdParams& hp, const SharedView<Tiles>& view,
                                          const TileScheduler<Kt>& scheduler)
       : mp(hp.mainloop),
+        p(hp.p),
         smem(view),
         sched(scheduler),
         kv_shared(scheduler.m_blocks > 1 || (!Kt::kPackHeads && hp.p.h != hp.p.hk)) {}
@@ -50,15 +55,11 @@ struct FwdProducer {
   }
 
   // Paged k/v (kPaged): a key block is one box, or two of a page's rows (hopper_page_box_rows).
-  // The block-table entries of the block loaded next are read one block ahead, so their latency
-  // is not on the path from a freed stage to its loads.
   static_assert(!Kt::kPaged || kBlockN == 2 * kHopperMinPageRows,
                 "a paged key block is one box or two");
   struct BlockPages {
     int first, second;  // the pages of its boxes (0 for a box past the keys, or none)
   };
-  int pages_ahead_block = -1;  // the key block pages_ahead is of (-1: none)
-  BlockPages pages_ahead{};
 
   __device__ __forceinline__ BlockPages read_pages(const WorkTile& t, int n) const {
     const int n0 = n * kBlockN, second = n0 + mp.page_box_rows;
@@ -84,23 +85,108 @@ struct FwdProducer {
     }
   }
 
-  // Paged k/v: key block n of tile t, K's boxes then V's, into the ring's next stage. Each box
-  // ends by the sequence's last key (page_box_row in core/key_blocks.h), so none reads a slot
-  // past it, and the mask labels each box's rows (boxed_key).
-  __device__ __forceinline__ void load_paged_key_block(const WorkTile& t, int n) {
-    const BlockPages pages = pages_ahead_block == n ? pages_ahead : read_pages(t, n);
+  // Paged k/v in pages too small for boxes (kPageRows): the producer warpgroup's 128 threads
+  // copy each key block with cp.async into the layout the boxes' 128-byte swizzle gives. Warp w
+  // copies rows 32w .. 32w + 31, lane l the 16-byte chunk l % 8 of each slab of rows
+  // 32w + l / 8 + 4i (i < 8): one instruction of a warp copies 4 rows of 128 bytes. Lane j reads
+  // where row 32w + j lives (PageRow: thread j of the warpgroup, row j) and the lanes copying
+  // that row take it by shuffles. As with a box, the rows are the keys of a block ending by the
+  // sequence's last key (key_box_start, so the mask reads them as it reads one box a block),
+  // and rows before key 0 are zeros: no slot past the keys is read.
+  struct PageRow {
+    int page;  // the block-table entry of the page that holds the row
+    int row;   // the row within that page; -1: no key (zero-filled)
+  };
+
+  __device__ __forceinline__ PageRow read_page_row(const WorkTile& t, int n) const {
+    const int key = key_box_start(n, kBlockN, t.seq.sk) + static_cast<int>(threadIdx.x);
+    if (key < 0) return PageRow{0, -1};
+    const int index = mp.by_page.div(key);
+    return PageRow{t.seq.pages[index], mp.by_page.mod(key, index)};
+  }
+
+  // One tensor's rows of the key block (K's or V's: `head`, its k/v head's first byte; strides
+  // in bytes) into `dst`; the barrier `full` counts this thread's copies landed. Each lane
+  // turns its row's place into a byte offset once (-1: no key), which the copying lanes take.
+  __device__ __forceinline__ void copy_page_rows(const PageRow& mine, const unsigned char* head,
+                                                 int64_t page_stride, int64_t row_stride,
+                                                 int slabs, unsigned char* dst,
+                                                 uint64_t* full) const {
+    static_assert(Tiles::kSlabRowBytes == 128, "rows of 128-byte swizzled slabs");
+    const int64_t offset = mine.row < 0 ? -1 : mine.page * page_stride + mine.row * row_stride;
+    const int lane = threadIdx.x % 32, chunk = lane % 8;
+    // Rows first + 4i: the swizzle (16-byte chunk c of row r at c ^ (r % 8)) alternates
+    // between two patterns, those of the rows first and first + 4.
+    const int first = static_cast<int>(threadIdx.x) - lane + lane / 8;
+    const uint32_t even = smem_u32(dst) + first * 128 + ((chunk ^ (first % 8)) << 4);
+    const uint32_t odd = smem_u32(dst) + (first + 4) * 128 + ((chunk ^ ((first + 4) % 8)) << 4);
+#pragma unroll
+    for (int i = 0; i < kBlockN / 16; ++i) {
+      const int64_t from = __shfl_sync(0xffffffffu, offset, lane / 8 + 4 * i);
+      const unsigned char* src = head + (from < 0 ? 0 : from) + chunk * 16;
+      const uint32_t at = (i % 2 == 0 ? even : odd) + (i / 2) * 8 * 128;
+#pragma unroll
+      for (int slab = 0; slab < slabs; ++slab)
+        cp_async_16_zfill(at + slab * Tiles::kSlabBytesKV, src + slab * 128, from >= 0);
+    }
+    cp_async_arrive_noinc(full);
+  }
+
+  // The pages of the block loaded next are read one block ahead, so their latency is not on the
+  // path from a freed stage to its loads: the boxes' pages, or where this thread's row lives.
+  using KeyBlockPages = std::conditional_t<Kt::kPageRows, PageRow, BlockPages>;
+  int pages_ahead_block = -1;  // the key block pages_ahead is of (-1: none)
+  KeyBlockPages pages_ahead{};
+
+  __device__ __forceinline__ KeyBlockPages pages_of(const WorkTile& t, int n) const {
+    if constexpr (Kt::kPageRows) {
+      return read_page_row(t, n);
+    } else {
+      return read_pages(t, n);
+    }
+  }
+  __device__ __forceinline__ KeyBlockPages take_pages(const WorkTile& t, int n) {
+    const KeyBlockPages pages = pages_ahead_block == n ? pages_ahead : pages_of(t, n);
     const int next = n + Kt::kWalkStep;
     pages_ahead_block = (Kt::kForwardWalk ? next < t.range.end : next >= t.range.begin) ? next : -1;
-    if (pages_ahead_block >= 0) pages_ahead = read_pages(t, next);
+    if (pages_ahead_block >= 0) pages_ahead = pages_of(t, next);
+    return pages;
+  }
+
+  // Paged k/v: key block n of tile t, K's then V's, into the ring's next stage: boxes, each
+  // ending by the sequence's last key (page_box_row in core/key_blocks.h), so none reads a slot
+  // past it, and the mask labels each box's rows (boxed_key); or copied a row at a time.
+  __device__ __forceinline__ void load_paged_key_block(const WorkTile& t, int n) {
+    const KeyBlockPages pages = take_pages(t, n);
+    unsigned char* k_dst = smem.k() + ring.stage * Tiles::kTileBytesKV;
+    unsigned char* v_dst = smem.v() + ring.stage * Tiles::kTileBytesV;
     mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
-    mbar_arrive_expect_tx(&smem.k_full()[ring.stage], Tiles::kTileBytesKV);
-    load_page_boxes(t, n, pages, &mp.k_map, Tiles::kSlabs,
-                    smem.k() + ring.stage * Tiles::kTileBytesKV, &smem.k_full()[ring.stage]);
+    if constexpr (Kt::kPageRows) {
+      copy_page_rows(pages, key_head(p.k, p.k_head_stride, t), bytes(p.k_batch_stride),
+                     bytes(p.k_row_stride), Tiles::kSlabs, k_dst, &smem.k_full()[ring.stage]);
+    } else {
+      mbar_arrive_expect_tx(&smem.k_full()[ring.stage], Tiles::kTileBytesKV);
+      load_page_boxes(t, n, pages, &mp.k_map, Tiles::kSlabs, k_dst, &smem.k_full()[ring.stage]);
+    }
     mbar_wait(&smem.v_empty()[ring.stage], ring.phase ^ 1);
-    mbar_arrive_expect_tx(&smem.v_full()[ring.stage], Tiles::kTileBytesV);
-    load_page_boxes(t, n, pages, &mp.v_map, Tiles::kSlabsV,
-                    smem.v() + ring.stage * Tiles::kTileBytesV, &smem.v_full()[ring.stage]);
+    if constexpr (Kt::kPageRows) {
+      copy_page_rows(pages, key_head(p.v, p.v_head_stride, t), bytes(p.v_batch_stride),
+                     bytes(p.v_row_stride), Tiles::kSlabsV, v_dst, &smem.v_full()[ring.stage]);
+    } else {
+      mbar_arrive_expect_tx(&smem.v_full()[ring.stage], Tiles::kTileBytesV);
+      load_page_boxes(t, n, pages, &mp.v_map, Tiles::kSlabsV, v_dst, &smem.v_full()[ring.stage]);
+    }
     ring.advance();
+  }
+
+  // The first byte of tile t's k/v head in a pool of pages, and an element stride in bytes.
+  __device__ __forceinline__ static const unsigned char* key_head(const void* pool,
+                                                                  int64_t head_stride,
+                                                                  const WorkTile& t) {
+    return static_cast<const unsigned char*>(pool) + bytes(t.kv_head * head_stride);
+  }
+  __device__ __forceinline__ static int64_t bytes(int64_t elements) {
+    return elements * static_cast<int64_t>(sizeof(typename Kt::Elem));
   }
 
   // Key block n's K, then its V, into the ring's next stage once the consumers have freed it.
@@ -132,7 +218,7 @@ struct FwdProducer {
 
   // Tiles packing a group's heads: Q is the group's heads of block_m / group queries from the
   // tile's first row's query on (a 5-D box, make_group_tile_map), its tile_rows() rows. A
-  // function of its own: with its row computed beside the others' in load_tile, the causal
+  // function of its own: with its row computed beside the others' in load_q, the causal
   // 192-row kernels' 32-register producer spilled.
   __device__ __forceinline__ void load_group_q(const WorkTile& t, int qb) {
     const int query = t.seq.row0 + sched.query_of(t.m0);
@@ -145,6 +231,15 @@ struct FwdProducer {
   // The tile's Q, then its K and V per key block in the order the consumers walk them
   // (kForwardWalk).
   __device__ __forceinline__ void load_tile(const WorkTile& t) {
+    if (!Kt::kPageRows || threadIdx.x == 0) load_q(t);
+    ++q_round;
+    for (int n = Kt::kForwardWalk ? t.range.begin : t.range.end - 1;
+         Kt::kForwardWalk ? n < t.range.end : n >= t.range.begin; n += Kt::kWalkStep)
+      load_key_block(t, n);
+  }
+
+  // Tile t's Q.
+  __device__ __forceinline__ void load_q(const WorkTile& t) {
     // Q buffer q_round % kQStages, used for the (q_round / kQStages)-th time: wait until the
     // tile that last used it has done its last S = Q K^T.
     const int qb = ring_slot<Tiles::kQStages>(q_round);
@@ -165,10 +260,6 @@ struct FwdProducer {
                     &smem.q_full()[qb], slab * Tiles::kSlabCols, row, t.head, batch,
                     l2_evict_first_policy());
     }
-    ++q_round;
-    for (int n = Kt::kForwardWalk ? t.range.begin : t.range.end - 1;
-         Kt::kForwardWalk ? n < t.range.end : n >= t.range.begin; n += Kt::kWalkStep)
-      load_key_block(t, n);
   }
 
   // The static walk: every slot of this block's share (the consumers skip empty tiles too).
@@ -195,7 +286,8 @@ struct FwdProducer {
   }
 };
 
-// The producer warpgroup: gives its registers to the consumers; one thread walks the tiles.
+// The producer warpgroup: gives its registers to the consumers; one thread walks the tiles (all
+// of them where they copy pages a row at a time).
 template <class Kt>
 __device__ __forceinline__ void run_producer(const HopperFwdParams& hp,
                                              const SharedView<typename Kt::Tiles>& smem,
@@ -208,11 +300,16 @@ __device__ __forceinline__ void run_producer(const HopperFwdParams& hp,
     if (hopper_staggered_block(sched.end_slot, gridDim.x, blockIdx.x))
       sleep_at_least_ns(kHopperStaggerNs);
   }
-  release_registers<Kt::Tiles::kProducerRegs>();
-  if (threadIdx.x != 0) return;
-  prefetch_tensor_map(&hp.mainloop.q_map);
-  prefetch_tensor_map(&hp.mainloop.k_map);
-  prefetch_tensor_map(&hp.mainloop.v_map);
+  release_registers<Kt::kProducerRegs>();
+  if constexpr (Kt::kPageRows) {
+    static_assert(!Kt::kGroupedWalk, "the warpgroup walks the static order together");
+    if (threadIdx.x == 0) prefetch_tensor_map(&hp.mainloop.q_map);
+  } else {
+    if (threadIdx.x != 0) return;
+    prefetch_tensor_map(&hp.mainloop.q_map);
+    prefetch_tensor_map(&hp.mainloop.k_map);
+    prefetch_tensor_map(&hp.mainloop.v_map);
+  }
   FwdProducer<Kt> producer(hp, smem, sched);
   if (sched.dynamic) {
     producer.walk_counter();

@@ -435,7 +435,7 @@ __device__ __forceinline__ void run_consumers(const HopperFwdParams& hp,
                                               const TileScheduler<Kt>& sched, WorkTile& tile,
                                               int warpgroup, int lane) {
   using Tiles = typename Kt::Tiles;
-  claim_registers<Tiles::kConsumerRegs>();
+  claim_registers<Kt::kConsumerRegs>();
   const ConsumerThread th(warpgroup, lane);
   const int tile_row = th.consumer * 64 + th.slice_row;
   int row0 = 0;

@@ -66,7 +66,8 @@ __device__ __forceinline__ void clear_q_padding(const SharedView<typename Kt::Ti
 }
 
 // Thread 0 initialises every mbarrier before any role touches one: "full" barriers wait for the
-// producer's one arrival (and its bytes), "empty" ones for each consumer warp's (every consumer
+// producer's one arrival (and its bytes; K and V copied a row at a time, each producer thread's
+// arrival once its copies have landed), "empty" ones for each consumer warp's (every consumer
 // warp releases a buffer once it has read it).
 template <class Kt>
 __device__ __forceinline__ void init_barriers(const SharedView<typename Kt::Tiles>& smem) {
@@ -82,9 +83,10 @@ __device__ __forceinline__ void init_barriers(const SharedView<typename Kt::Tile
         mbar_init(&smem.tile_empty()[r], 4 * Tiles::kConsumers);
       }
     }
+    constexpr int kKvArrivals = Kt::kPageRows ? 128 : 1;
     for (int s = 0; s < Tiles::kStages; ++s) {
-      mbar_init(&smem.k_full()[s], 1);
-      mbar_init(&smem.v_full()[s], 1);
+      mbar_init(&smem.k_full()[s], kKvArrivals);
+      mbar_init(&smem.v_full()[s], kKvArrivals);
       mbar_init(&smem.k_empty()[s], 4 * Tiles::kConsumers);
       mbar_init(&smem.v_empty()[s], 4 * Tiles::kConsumers);
     }
