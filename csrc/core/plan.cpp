@@ -185,8 +185,9 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   // Any request beyond the key-block count is clamped anyway; cap before narrowing to int.
   const int wanted = static_cast<int>(std::min<long long>(std::max(requested, 0LL), 1 << 20));
   // Paged k/v is modelled as contiguous: the narrow tile's paged walk reads one table entry per
-  // run of rows (sm80/policy.cuh, load_paged_tile), the Hopper tiles a page per TMA box
-  // (sm90/mainloop_load.cuh), and both run within a few percent of it.
+  // run of rows (sm80/policy.cuh, load_paged_tile), the Hopper tiles a page per TMA box or, for
+  // smaller pages, a row per thread (sm90/mainloop_load.cuh); both run within a few percent of
+  // it, up to a fifth more over pages of 16 on the Hopper tiles.
   const auto splits_on = [&](KernelFamily family) {
     return resolve_splits_for(family, p, device, wanted, constants_for(family, device));
   };

@@ -105,7 +105,8 @@ def explain(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_siz
     "reference", "num_splits": G, "reason": why the gate refused ("" on the native path),
     "details": {...}}. details is the plan's kernel internals on the native path ({} on the
     reference path): the tile shape (block_m, block_n; packs_heads, whether a tile's rows hold a
-    GQA group's query heads; split_block_n, the keys per block of the
+    GQA group's query heads; page_rows, whether Hopper tiles copy a paged cache's key blocks a
+    row at a time, its pages too small for TMA boxes; split_block_n, the keys per block of the
     tiles calls with G >= 2 run, which clamp G; key_warps, the warps of a portable block that
     share its rows, each over its part of every key block, 0 on Hopper tiles; staggered_kv,
     whether those blocks copy a key block's K and V apart, K after S and V after P V),
