@@ -274,6 +274,24 @@ constexpr int hopper_page_box_rows(long long page_size) {
   return page_size == kHopperMinPageRows ? kHopperMinPageRows : 0;
 }
 
+// The splits of a call over pages the Hopper kernels copy a row at a time (hopper_page_box_rows
+// 0), given the heuristic's `splits` (which models the call as contiguous) and tiles_per_split
+// blocks a split: those copies stream less per SM than TMA boxes, so a split grid that leaves
+// more than a quarter of the SMs idle splits into as many as one wave holds (at most one a key
+// block) instead. Measured on an H100, (1,16,32,8,32768,128) over pages of 16: G = 10 (80
+// blocks) 1.15x the contiguous call's time, G = 14 1.04x, G = 16 (128 blocks) 1.05x, where the
+// contiguous call reads 0.98-1.00x at all three; (2,6,64,8,32768,128) at G = 7 (112 blocks)
+// 1.05x, G = 8 1.06x.
+constexpr int hopper_page_rows_splits(int splits, long long tiles_per_split, int sm_count,
+                                      long long key_blocks) {
+  if (splits < 2 || tiles_per_split <= 0 || 4 * tiles_per_split * splits >= 3LL * sm_count) {
+    return splits;
+  }
+  const long long one_wave = sm_count / tiles_per_split;
+  const long long most = one_wave < key_blocks ? one_wave : key_blocks;
+  return most > splits ? static_cast<int>(most) : splits;
+}
+
 // Whether the Hopper kernels read a paged cache of this page size and head dim: the 128-row
 // sequence tiles at d = 64 and 128, v of the same head dim, any page size (as boxes or a row
 // at a time).

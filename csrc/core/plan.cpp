@@ -199,6 +199,13 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
     plan.num_splits = splits_on(plan.gate.family);
   }
   const KernelFamily family = plan.gate.family;
+  if (family == KernelFamily::kHopperWgmma && wanted == 0 && p.page_size > 0 &&
+      hopper_page_box_rows(p.page_size) == 0) {
+    const TileConfig modelled = tiles_for(family, p);
+    plan.num_splits = hopper_page_rows_splits(
+        plan.num_splits, forward_blocks(p.b, p.sq, p.h, p.hk, modelled), device.sm_count,
+        ceil_div(p.sk, modelled.block_n));
+  }
   plan.tiles = tiles_for_run(family, p, device.sm_count, plan.num_splits);
   // Unsplit (resolve_splits_for).
   if (const int per_sm = key_warp_blocks_per_sm_for_run(family, p, device, wanted)) {

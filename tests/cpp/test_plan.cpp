@@ -402,6 +402,35 @@ TEST(Plan, PagedMultiTokenDecodeOnHopperPacksTheGroupAsTheContiguousOne) {
   }
 }
 
+TEST(Plan, PagesCopiedARowAtATimeSplitAcrossTheSmsAGridLeavesIdle) {
+  // (1,16,32,8,32768,128): 8 packed tiles; the contiguous call's G = 10 fills 80 of 132 SMs, so
+  // over pages of 16 (copied a row at a time) the call splits into 16 (128 blocks); pages of 64
+  // (TMA boxes) and a requested G keep theirs, as does a grid that fills the SMs.
+  AttnProblem p = problem(1, 32, 8, 16, 32768, 128, true);
+  p.per_sequence = true;
+  const LaunchPlan contiguous = plan_of(p);
+  ASSERT_EQ(contiguous.gate.family, KernelFamily::kHopperWgmma);
+  ASSERT_EQ(contiguous.tiles_per_split, 8);
+  ASSERT_LT(4 * contiguous.forward_grid.x, 3 * h100().sm_count);
+  p.page_size = 16;
+  const LaunchPlan rows = plan_of(p);
+  EXPECT_TRUE(rows.page_rows);
+  EXPECT_EQ(rows.num_splits, 16);
+  EXPECT_EQ(rows.forward_grid.x, 128);
+  EXPECT_EQ(plan_of(p, contiguous.num_splits).num_splits, contiguous.num_splits);
+  p.page_size = 64;
+  EXPECT_EQ(plan_of(p).num_splits, contiguous.num_splits);
+  AttnProblem full = problem(2, 64, 8, 6, 32768, 128, true);
+  full.per_sequence = true;
+  const int splits = plan_of(full).num_splits;
+  full.page_size = 16;
+  EXPECT_EQ(plan_of(full).num_splits, splits);
+  // The rule alone: unsplit calls stay so, and no more splits than key blocks.
+  EXPECT_EQ(hopper_page_rows_splits(1, 8, 132, 256), 1);
+  EXPECT_EQ(hopper_page_rows_splits(2, 8, 132, 5), 5);
+  EXPECT_EQ(hopper_page_rows_splits(13, 8, 132, 256), 13);  // 104 blocks: past three quarters
+}
+
 TEST(Plan, MultiTokenDecodeOnHopperPacksTheGroupIntoSequenceTiles) {
   // 8 query tokens of a group of 4 over contiguous k/v, dense or a kv cache: one 128-row tile
   // per (batch, k/v head) of the sequence instances, no tail split, split over the keys.
