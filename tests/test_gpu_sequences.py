@@ -89,10 +89,10 @@ def _poisoned_cache(b, s, hk, d, lens, dtype, gen, poison=POISON):
 
 
 @pytest.mark.parametrize("sq", [1, 4])
-@pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
+@pytest.mark.parametrize("page", [0, 16, 64], ids=["contiguous", "page16", "page64"])
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_kvcache_decode_appends_and_attends(dtype, d, paged, sq):
+def test_kvcache_decode_appends_and_attends(dtype, d, page, sq):
     b, s, h, hk = 4, 2048, 16, 2
     lens = [0, 5, 1000, 2040]
     gen = torch.Generator().manual_seed(d + sq)
@@ -103,22 +103,23 @@ def test_kvcache_decode_appends_and_attends(dtype, d, paged, sq):
     expected_k = [torch.cat((k_cache[i, :n], k_new[i])) for i, n in enumerate(lens)]
     expected_v = [torch.cat((v_cache[i, :n], v_new[i])) for i, n in enumerate(lens)]
     table = None
-    if paged:
+    if page:
         full = [n + sq for n in lens]
-        k_cache, table = to_pages(torch.cat(expected_k), full, 64, torch.Generator().manual_seed(2))
-        v_cache, _ = to_pages(torch.cat(expected_v), full, 64, torch.Generator().manual_seed(2))
+        k_cache, table = to_pages(torch.cat(expected_k), full, page,
+                                  torch.Generator().manual_seed(2))
+        v_cache, _ = to_pages(torch.cat(expected_v), full, page, torch.Generator().manual_seed(2))
         # The pages hold the appended rows already; poison them so the append must write them.
         for i, n in enumerate(lens):
             keys = torch.arange(n, n + sq)
-            k_cache[table[i, keys // 64].long(), keys % 64] = POISON
-            v_cache[table[i, keys // 64].long(), keys % 64] = POISON
+            k_cache[table[i, keys // page].long(), keys % page] = POISON
+            v_cache[table[i, keys // page].long(), keys % page] = POISON
     for num_splits in SPLITS:
         kc, vc = k_cache.clone(), v_cache.clone()
         out, lse = flashsplit.flash_attn_with_kvcache(
             q, kc, vc, k_new, v_new, cache_seqlens=seqlens, block_table=table, causal=True,
             num_splits=num_splits, return_softmax_lse=True, strict=True)
         _assert_sequences_match(out, lse, q, expected_k, expected_v, lens, dtype, num_splits)
-        if paged:
+        if page:
             continue
         for i, n in enumerate(lens):  # the append wrote the new keys and nothing past them
             what = f"seq {i} ({n} cached) G={num_splits}"
