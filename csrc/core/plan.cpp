@@ -199,8 +199,10 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
     plan.num_splits = splits_on(plan.gate.family);
   }
   const KernelFamily family = plan.gate.family;
-  if (family == KernelFamily::kHopperWgmma && wanted == 0 && p.page_size > 0 &&
-      hopper_page_box_rows(p.page_size) == 0) {
+  plan.paged = p.page_size > 0;
+  plan.page_rows = plan.paged && family == KernelFamily::kHopperWgmma &&
+                   hopper_page_box_rows(p.page_size) == 0;
+  if (plan.page_rows && wanted == 0) {
     const TileConfig modelled = tiles_for(family, p);
     plan.num_splits = hopper_page_rows_splits(
         plan.num_splits, forward_blocks(p.b, p.sq, p.h, p.hk, modelled), device.sm_count,
@@ -216,9 +218,6 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   // Tiles that pack heads run the sequence instances (a dense call's sequence is its batch).
   plan.sequences = p.per_sequence || p.page_size > 0 ||
                    (family == KernelFamily::kHopperWgmma && plan.tiles.packs_heads);
-  plan.paged = p.page_size > 0;
-  plan.page_rows = plan.paged && family == KernelFamily::kHopperWgmma &&
-                   hopper_page_box_rows(p.page_size) == 0;
   plan.split_block_n = tiles_for(family, p).block_n;
   plan.tiles_per_split = forward_blocks(p.b, p.sq, p.h, p.hk, plan.tiles);
   if (family == KernelFamily::kHopperWgmma) {

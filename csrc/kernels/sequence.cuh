@@ -20,6 +20,11 @@ namespace flashsplit {
 // registers and instructions the others need.
 enum class KvLayout { kDense, kSequences, kPaged, kPagedRows };
 
+// Whether an instance of this layout reads its sequences' keys through a block table.
+constexpr bool reads_pages(KvLayout layout) {
+  return layout == KvLayout::kPaged || layout == KvLayout::kPagedRows;
+}
+
 struct Sequence {
   int sq, sk;        // its queries and the keys they attend to
   int batch;         // the batch of q, out and lse that holds its queries ...
@@ -51,8 +56,7 @@ __device__ __forceinline__ Sequence sequence_of(const AttnFwdParams& p, int i) {
   }
   if (p.seqused_k != nullptr) s.sk = p.seqused_k[i];
   if (p.kv_batch_idx != nullptr) s.kv_batch = p.kv_batch_idx[i];
-  if constexpr (Layout == KvLayout::kPaged || Layout == KvLayout::kPagedRows)
-    s.pages = p.block_table + i * p.block_table_stride;
+  if constexpr (reads_pages(Layout)) s.pages = p.block_table + i * p.block_table_stride;
   return s;
 }
 

@@ -32,7 +32,7 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
   // (sk is the page size) in boxes of a page's rows, at most a block's (hopper_page_box_rows).
   // Pages copied a row at a time have no maps; the mask reads their blocks as one box each.
   int box_rows = Tiles::kBlockN;
-  if constexpr (Layout == KvLayout::kPaged || Layout == KvLayout::kPagedRows) {
+  if constexpr (reads_pages(Layout)) {
     const bool rows = Layout == KvLayout::kPagedRows;
     box_rows = rows ? Tiles::kBlockN : hopper_page_box_rows(params.page_size);
     if (params.page_size < 1 || params.page_size != params.sk ||
@@ -234,7 +234,7 @@ void launch_sequence_tiles(const AttnFwdParams& params, const LaunchPlan& plan,
                            gpuStream_t stream, LaunchRecord* record) {
   if constexpr ((D == 64 || D == 128) && Tiles::kBlockM == kHopperBaseRows &&
                 Tiles::kBlockN == kHopperBlockN) {
-    if (plan.paged && plan.page_rows) {
+    if (plan.page_rows) {
       return launch_tiles<Elem, D, Tiles, KvLayout::kPagedRows, PackHeads>(params, plan, stream,
                                                                            record);
     }

@@ -110,7 +110,7 @@ struct FwdKernelTraits {
   static_assert(!TailPass || (!Causal && !Split), "tail splits are for unsplit unmasked calls");
   static constexpr KvLayout kLayout = Layout;
   static constexpr bool kSequences = Layout != KvLayout::kDense;
-  static constexpr bool kPaged = Layout == KvLayout::kPaged || Layout == KvLayout::kPagedRows;
+  static constexpr bool kPaged = reads_pages(Layout);
   static constexpr bool kPageRows = Layout == KvLayout::kPagedRows;
   static_assert(!kSequences || !TailPass, "sequences run without a tail split");
   static_assert(!kPaged || (Tiles_::kBlockM == kHopperBaseRows && Tiles_::kBlockN == kHopperBlockN),
