@@ -361,6 +361,7 @@ struct FwdConsumer {
   __device__ __forceinline__ void overlapped_block(int n) {
     const RingState<Kt::kStages> prev = ring;
     ring.advance();
+    if (padding()) return pass_padding_block(n, prev);
     issue_s_with_pv(prev.stage, prev.phase);
     // P cannot go to pa yet (the P V in flight reads it): to p_next, moved once it landed.
     block_landed(n);
@@ -382,6 +383,32 @@ struct FwdConsumer {
       softmax.rescale_o(o);
       pack_p<Elem, kBlockN>(s, pa);
     }
+  }
+  // Tiles packing a group's heads fill their rows from the first: a few queries of a small
+  // group (32 rows: 4 queries x 8 heads) leave the second consumer's 64 rows all padding. Such
+  // a consumer lets the blocks after a tile's first pass (pass_padding_block): no GEMM, no softmax, so
+  // the other's GEMMs have the tensor cores to themselves. (Its first block's S and last P V
+  // still run as they do for rows with keys: skipping those too spilled registers of the d=128
+  // split instance over pages copied a row at a time.) Found from the tile's first row and
+  // queries where asked: kept in a register per tile, the flag spilled that instance too.
+  __device__ __forceinline__ bool padding() const {
+    if constexpr (Kt::kPackHeads) {
+      const int rows = min(sched.rows_of(sched.sq_of(tile)), tile.m0 + sched.tile_rows());
+      return tile.m0 + th.consumer * 64 >= rows;
+    } else {
+      return false;
+    }
+  }
+  // Key block n (in the ring's stage) and the previous block's V (in prev) as the overlapped
+  // step takes them, without GEMMs: once both have landed, this consumer takes its turn and
+  // passes it on, and frees them.
+  __device__ __forceinline__ void pass_padding_block(int n, const RingState<Kt::kStages>& prev) {
+    mbar_wait(&smem.k_full()[ring.stage], ring.phase);
+    mbar_wait(&smem.v_full()[prev.stage], prev.phase);
+    wait_turn();
+    pass_turn();
+    free_scored_operands(n);
+    release(&smem.v_empty()[prev.stage]);
   }
   // P of the next block, computed while the P V in flight still reads pa, moves into pa once
   // that P V has landed. A wgmma's A fragment must not change before its wait, but the compilers
