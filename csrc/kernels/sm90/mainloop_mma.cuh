@@ -386,11 +386,11 @@ struct FwdConsumer {
   }
   // Tiles packing a group's heads fill their rows from the first: a few queries of a small
   // group (32 rows: 4 queries x 8 heads) leave the second consumer's 64 rows all padding. Such
-  // a consumer lets the blocks after a tile's first pass (pass_padding_block): no GEMM, no softmax, so
-  // the other's GEMMs have the tensor cores to themselves. (Its first block's S and last P V
-  // still run as they do for rows with keys: skipping those too spilled registers of the d=128
-  // split instance over pages copied a row at a time.) Found from the tile's first row and
-  // queries where asked: kept in a register per tile, the flag spilled that instance too.
+  // a consumer lets the blocks after a tile's first pass (pass_padding_block): no GEMM, no
+  // softmax, so the other's GEMMs have the tensor cores to themselves. Its first block's S and
+  // last P V still run as they do for rows with keys, and the answer is found again from the
+  // tile where asked: skipping those GEMMs too, or keeping the answer in a register per tile,
+  // spilled registers of the d=128 split instance over pages copied a row at a time.
   __device__ __forceinline__ bool padding() const {
     if constexpr (Kt::kPackHeads) {
       const int rows = min(sched.rows_of(sched.sq_of(tile)), tile.m0 + sched.tile_rows());
