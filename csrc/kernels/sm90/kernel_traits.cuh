@@ -141,6 +141,11 @@ struct FwdKernelTraits {
   static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <=
                     Tiles::kThreads * Tiles::kLaunchRegs,
                 "register budget of one block");
+  // Packing a group's heads, a consumer whose rows of a tile are all padding lets its key
+  // blocks pass (FwdConsumer::padding). Not in the unmasked d=128 instances over pages copied a
+  // row at a time: there the consumers' 224 registers do not hold the extra step (the fp16
+  // split instance spilled).
+  static constexpr bool kPassesPadding = PackHeads && !(kPageRows && D == 128 && !Causal);
 
   // The tail kernel's pieces are a few blocks each, so it does not carry S across them (with
   // carry, ptxas spilled the d=128 ping-pong tail kernel).

@@ -385,16 +385,16 @@ struct FwdConsumer {
     }
   }
   // Tiles packing a group's heads fill their rows from the first: a few queries of a small
-  // group (32 rows: 4 queries x 8 heads) leave the second consumer's 64 rows all padding. Such
-  // a consumer lets the blocks after a tile's first pass (pass_padding_block): no GEMM, no
-  // softmax, so the other's GEMMs have the tensor cores to themselves. Its first block's S and
-  // last P V still run as they do for rows with keys, and the answer is found again from the
-  // tile where asked: skipping those GEMMs too, or keeping the answer in a register per tile,
-  // spilled registers of the d=128 split instance over pages copied a row at a time.
+  // group (32 rows: 4 queries x 8 heads) leave the second consumer's 64 rows all padding, past
+  // the sequence's last query (a tile's own rows end later: hopper_packed_tile_rows >= 64).
+  // Such a consumer lets the blocks after a tile's first pass (pass_padding_block): no GEMM, no
+  // softmax, so the other's GEMMs have the tensor cores to themselves (Kt::kPassesPadding). Its
+  // first block's S and last P V still run as they do for rows with keys, and the answer is
+  // found again from the tile where asked: skipping those GEMMs too, or keeping the answer in a
+  // register per tile, spilled registers of the d=128 instances over row-copied pages.
   __device__ __forceinline__ bool padding() const {
-    if constexpr (Kt::kPackHeads) {
-      const int rows = min(sched.rows_of(sched.sq_of(tile)), tile.m0 + sched.tile_rows());
-      return tile.m0 + th.consumer * 64 >= rows;
+    if constexpr (Kt::kPassesPadding) {
+      return tile.m0 + th.consumer * 64 >= sched.rows_of(sched.sq_of(tile));
     } else {
       return false;
     }
