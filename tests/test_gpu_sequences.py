@@ -472,7 +472,10 @@ def test_kvcache_prefill_chunk_reads_no_slot_past_the_cache_length(causal, d):
             assert_within_tolerance(lse[i:i + 1], high[1], low[1], torch.bfloat16, what + " lse")
 
 
-PAGED_HOPPER_CASES = {"packed": (32, 8, 8), "prefill": (8, 2, 80)}
+# (h, hk, sq): 8 tokens of a group of 4 packed into tile rows; 80 queries of one head a tile;
+# 256 queries, whose unsplit calls at d=64 run the 256-row tiles over pages of whole 64-key
+# blocks (96 heads of one tile, where 128-row tiles take two waves).
+PAGED_HOPPER_CASES = {"packed": (32, 8, 8), "prefill": (8, 2, 80), "wide": (16, 4, 256)}
 
 
 @requires_hopper
@@ -482,9 +485,10 @@ PAGED_HOPPER_CASES = {"packed": (32, 8, 8), "prefill": (8, 2, 80)}
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_paged_cache_on_the_hopper_tiles(dtype, d, causal, case, page_size):
-    """The Hopper sequence tiles read pages of any size (8 tokens of a group of 4 packed into
-    the rows, or 80 queries of one head a tile): pages of 64 keys or of whole key blocks as TMA
-    boxes, a box a page or a block, the others copied a row at a time. Cache lengths end inside
+    """The Hopper sequence tiles read pages of any size (PAGED_HOPPER_CASES): pages of 64 keys
+    or of whole key blocks as TMA boxes, a box a page or a block, the others copied a row at a
+    time (on the 128-row tiles; the 256-row ones take pages of 64 keys or a multiple as boxes
+    of a block each). Cache lengths end inside
     a page, on a page's end and inside a key block; every slot past a sequence's keys and every
     unused page holds NaN, which no load may read. Against naive_attention."""
     h, hk, sq = PAGED_HOPPER_CASES[case]
@@ -508,6 +512,8 @@ def test_paged_cache_on_the_hopper_tiles(dtype, d, causal, case, page_size):
         assert decision["kernel"] == "hopper_wgmma", decision
         assert decision["details"]["packs_heads"] == (case == "packed"), decision
         assert decision["details"]["page_rows"] == (page_size % 64 != 0), decision
+        wide = case == "wide" and d == 64 and decision["num_splits"] == 1 and page_size % 64 == 0
+        assert (decision["details"]["block_m"] == 256) == wide, decision
         out, lse = flashsplit.flash_attn_with_kvcache(
             q, k_pages, v_pages, cache_seqlens=seqlens, block_table=table, causal=causal,
             num_splits=num_splits, return_softmax_lse=True, strict=True)

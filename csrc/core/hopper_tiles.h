@@ -136,15 +136,18 @@ constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal, long
 // Sequences of their own lengths (varlen, contiguous kv caches): their split calls run base
 // tiles. Their tall tiles run at d=64 and with the mask: without it, at
 // d=128 their 192-row tiles measured 6-8% slower than their 128-row ones at 2k-4k rows (with
-// the mask 1-7% faster, at d=64 3-14%).
+// the mask 1-7% faster, at d=64 3-14%). Over a paged cache of page_size keys (sequences too)
+// they have no tall tiles, and wide ones where pages hold whole 64-key blocks
+// (hopper_page_box_rows).
 constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long sk,
                              long long heads = 0, int sm_count = 0, int num_splits = 2,
-                             bool sequences = false) {
+                             bool sequences = false, long long page_size = 0) {
   const bool short_causal = causal && sq < kHopperTallMinSq;
   const bool tall_exists = (head_dim == 64 || head_dim == 96 || head_dim == 128) &&
                            (!short_causal || hopper_persistent(sk)) &&
-                           (!sequences || causal || head_dim == 64);
-  const bool wide_exists = head_dim == 64 && (!causal || short_causal);
+                           (!sequences || causal || head_dim == 64) && page_size == 0;
+  const bool wide_exists = head_dim == 64 && (!causal || short_causal) &&
+                           page_size % kHopperWideBlockN == 0;
   if (sequences && num_splits != 1) return kHopperBaseRows;
   if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !(tall_exists || wide_exists))
     return sequences ? kHopperBaseRows : hopper_split_block_m(head_dim, sq, causal, sk);
@@ -214,16 +217,17 @@ FS_HOST_DEVICE constexpr bool hopper_staggered_block(long long tiles, long long 
 // Without heads, sm_count and num_splits: the split calls' tiles, which the heuristic models.
 // sequences: a call of sequences of their own lengths (sq and sk their longest), whose
 // kernels have the 128-row tiles and, unsplit, the 192-row and (d=64) 256-row ones
-// (hopper_block_m).
+// (hopper_block_m); page_size: theirs over a paged cache of pages of that many keys.
 constexpr TileConfig hopper_tile_config(int head_dim, long long sq = 1 << 20, bool causal = false,
                                         long long sk = 1 << 20, long long heads = 0,
                                         int sm_count = 0, int num_splits = 2,
-                                        int head_dim_v = 0, bool sequences = false) {
+                                        int head_dim_v = 0, bool sequences = false,
+                                        long long page_size = 0) {
   if (head_dim != 64 && head_dim != 96 && head_dim != 128 && head_dim != 192 && head_dim != 256) {
     return TileConfig{0, 0, 0, 0};
   }
-  const int block_m =
-      hopper_block_m(head_dim, sq, causal, sk, heads, sm_count, num_splits, sequences);
+  const int block_m = hopper_block_m(head_dim, sq, causal, sk, heads, sm_count, num_splits,
+                                     sequences, page_size);
   const int block_n = block_m == kHopperWideRows ? kHopperWideBlockN
                       : head_dim > 128           ? hopper_large_head_block_n(head_dim, head_dim_v)
                       : block_m == kHopperTallRows ? hopper_tall_block_n(head_dim)
@@ -261,16 +265,16 @@ constexpr TileConfig hopper_packed_tile_config(long long group) {
                     1, 1, true, true};
 }
 
-// Paged k/v on the Hopper kernels: each key block of kHopperBlockN keys is loaded as TMA boxes
-// of one page's rows each, or, where pages hold whole blocks, one box of a block's rows inside
-// its page; so pages of 64 keys or a multiple of kHopperBlockN. Returns the rows of a box, 0
-// for page sizes whose blocks the producer warpgroup copies a row at a time instead (cp.async;
-// LaunchPlan::page_rows). Smaller pages as boxes would be more, smaller boxes: at 16 keys (8
-// boxes a block) multi-token decode took 1.22-1.76x the contiguous time (H200; pages in order
-// as slow as shuffled).
+// Paged k/v on the Hopper kernels: each key block of block_n keys (128, or 64 on the wide
+// tiles) is loaded as TMA boxes of one page's rows each, or, where pages hold whole blocks, one
+// box of a block's rows inside its page; so pages of 64 keys or a multiple of block_n. Returns
+// the rows of a box, 0 for page sizes whose blocks the producer warpgroup copies a row at a
+// time instead (cp.async; LaunchPlan::page_rows; the 128-row tiles only). Smaller pages as
+// boxes would be more, smaller boxes: at 16 keys (8 boxes a block) multi-token decode took
+// 1.22-1.76x the contiguous time (H200; pages in order as slow as shuffled).
 constexpr int kHopperMinPageRows = 64;
-constexpr int hopper_page_box_rows(long long page_size) {
-  if (page_size >= kHopperBlockN) return page_size % kHopperBlockN == 0 ? kHopperBlockN : 0;
+constexpr int hopper_page_box_rows(long long page_size, int block_n = kHopperBlockN) {
+  if (page_size >= block_n) return page_size % block_n == 0 ? block_n : 0;
   return page_size == kHopperMinPageRows ? kHopperMinPageRows : 0;
 }
 
@@ -294,7 +298,7 @@ constexpr int hopper_page_rows_splits(int splits, long long tiles_per_split, int
 
 // Whether the Hopper kernels read a paged cache of this page size and head dim: the 128-row
 // sequence tiles at d = 64 and 128, v of the same head dim, any page size (as boxes or a row
-// at a time).
+// at a time); unsplit at d=64 also the 256-row ones, where pages hold whole 64-key blocks.
 constexpr bool hopper_reads_pages(long long page_size, int head_dim, int head_dim_v) {
   return page_size >= 1 && (head_dim == 64 || head_dim == 128) && head_dim_v == head_dim;
 }

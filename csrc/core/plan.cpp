@@ -30,13 +30,12 @@ TileConfig tiles_for(KernelFamily family, const AttnProblem& p) {
 TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count,
                          int num_splits) {
   const TileConfig modelled = tiles_for(family, p);
-  // Only the Hopper tiles of one head's rows weigh the grid (those packing a group do not, nor
-  // do those over paged k/v: the 128-row sequence tiles, hopper_reads_pages).
-  if (family != KernelFamily::kHopperWgmma || modelled.packs_heads || p.page_size > 0) {
-    return modelled;
-  }
+  // Only the Hopper tiles of one head's rows weigh the grid (those packing a group do not);
+  // over paged k/v, between the heights whose sequence instances read its pages.
+  if (family != KernelFamily::kHopperWgmma || modelled.packs_heads) return modelled;
   return hopper_tile_config(static_cast<int>(p.d), p.sq, p.causal, p.sk, p.b * p.h, sm_count,
-                            num_splits, static_cast<int>(value_head_dim(p)), p.per_sequence);
+                            num_splits, static_cast<int>(value_head_dim(p)), p.per_sequence,
+                            p.page_size);
 }
 
 SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& device) {
@@ -200,15 +199,17 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   }
   const KernelFamily family = plan.gate.family;
   plan.paged = p.page_size > 0;
-  plan.page_rows = plan.paged && family == KernelFamily::kHopperWgmma &&
-                   hopper_page_box_rows(p.page_size) == 0;
-  if (plan.page_rows && wanted == 0) {
+  const bool hopper = family == KernelFamily::kHopperWgmma;
+  // Split calls over pages copied a row at a time (those of the 128-row tiles' key blocks).
+  if (plan.paged && hopper && hopper_page_box_rows(p.page_size) == 0 && wanted == 0) {
     const TileConfig modelled = tiles_for(family, p);
     plan.num_splits = hopper_page_rows_splits(
         plan.num_splits, forward_blocks(p.b, p.sq, p.h, p.hk, modelled), device.sm_count,
         ceil_div(p.sk, modelled.block_n));
   }
   plan.tiles = tiles_for_run(family, p, device.sm_count, plan.num_splits);
+  plan.page_rows =
+      plan.paged && hopper && hopper_page_box_rows(p.page_size, plan.tiles.block_n) == 0;
   // Unsplit (resolve_splits_for).
   if (const int per_sm = key_warp_blocks_per_sm_for_run(family, p, device, wanted)) {
     plan.tiles = sm80_key_warp_tile_config(static_cast<int>(p.d), per_sm);

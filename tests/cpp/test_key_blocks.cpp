@@ -243,6 +243,9 @@ TEST(KeyBoxes, PagedBoxesReadNoSlotPastTheSequenceAndLabelTheirKeys) {
   EXPECT_EQ(hopper_page_box_rows(64), 64);
   EXPECT_EQ(hopper_page_box_rows(128), 128);
   EXPECT_EQ(hopper_page_box_rows(512), 128);
+  // The wide tiles' 64-key blocks: a box of a block's rows from any multiple of 64 keys.
+  for (int page : {64, 128, 192, 256, 4096}) EXPECT_EQ(hopper_page_box_rows(page, 64), 64) << page;
+  for (int page : {1, 16, 32, 48, 96, 200}) EXPECT_EQ(hopper_page_box_rows(page, 64), 0) << page;
 }
 
 }  // namespace

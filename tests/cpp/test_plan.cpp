@@ -629,8 +629,9 @@ TEST(Plan, ContiguousSequencesRunHopperTilesOfTheirOwnWithoutATailSplit) {
   EXPECT_EQ(wide_plan.tiles.block_m, kHopperWideRows);
   EXPECT_TRUE(wide_plan.sequences);
   EXPECT_TRUE(wide_plan.tile_counter);  // causal 256-row tiles drawn from a counter
-  // Paged k/v runs the 128-row tiles, unsplit too (the only ones that read pages), pages of 24
-  // keys copied a row at a time; decode stays on the portable kernels.
+  // Paged k/v runs the 128-row tiles, unsplit too where the contiguous call would weigh the
+  // 192-row ones (which read no pages), pages of 24 keys copied a row at a time; decode stays
+  // on the portable kernels.
   AttnProblem p;
   p.b = 4, p.sq = 2048, p.sk = 2048, p.h = 16, p.hk = 16, p.d = 64, p.causal = true;
   p.per_sequence = true;
@@ -650,6 +651,32 @@ TEST(Plan, ContiguousSequencesRunHopperTilesOfTheirOwnWithoutATailSplit) {
   p.page_size = 0, p.sq = 1, p.h = 32, p.hk = 8, p.d = 128, p.causal = false;
   EXPECT_EQ(make_launch_plan(p, h100(), hopper_build(), PlanOptions{}, 0).gate.family,
             KernelFamily::kPortableMma);
+}
+
+TEST(Plan, PagedChunksAtD64RunTheWideTilesWherePagesHoldWholeBlocks) {
+  // (8,256,16,16,4096,64), causal: 128 heads of one 256-row tile, one wave, where 128-row tiles
+  // take two. Over pages of any multiple of 64 keys the same wide tiles, each 64-key block one
+  // TMA box; over pages of 16 the 128-row tiles, copied a row at a time; split, the 128-row ones.
+  AttnProblem p = problem(8, 16, 16, 256, 4096, 64, true);
+  p.per_sequence = true;
+  const LaunchPlan contiguous = plan_of(p);
+  ASSERT_EQ(contiguous.gate.family, KernelFamily::kHopperWgmma);
+  ASSERT_EQ(contiguous.tiles.block_m, kHopperWideRows);
+  for (int page : {64, 192, 256}) {
+    p.page_size = page;
+    const LaunchPlan paged = plan_of(p);
+    ASSERT_TRUE(paged.gate.ok && paged.paged && paged.sequences) << page;
+    EXPECT_EQ(paged.tiles.block_m, kHopperWideRows) << page;
+    EXPECT_EQ(paged.tiles.block_n, kHopperWideBlockN) << page;
+    EXPECT_FALSE(paged.page_rows) << page;
+    EXPECT_EQ(paged.num_splits, 1) << page;
+    EXPECT_EQ(paged.forward_grid.x, contiguous.forward_grid.x) << page;
+    EXPECT_EQ(plan_of(p, 3).tiles.block_m, kHopperBaseRows) << page;
+  }
+  p.page_size = 16;
+  const LaunchPlan rows = plan_of(p);
+  EXPECT_EQ(rows.tiles.block_m, kHopperBaseRows);
+  EXPECT_TRUE(rows.page_rows);
 }
 
 }  // namespace

@@ -34,9 +34,9 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
   int box_rows = Tiles::kBlockN;
   if constexpr (reads_pages(Layout)) {
     const bool rows = Layout == KvLayout::kPagedRows;
-    box_rows = rows ? Tiles::kBlockN : hopper_page_box_rows(params.page_size);
-    if (params.page_size < 1 || params.page_size != params.sk ||
-        (hopper_page_box_rows(params.page_size) == 0) != rows) {
+    const int page_box_rows = hopper_page_box_rows(params.page_size, Tiles::kBlockN);
+    box_rows = rows ? Tiles::kBlockN : page_box_rows;
+    if (params.page_size < 1 || params.page_size != params.sk || (page_box_rows == 0) != rows) {
       throw std::logic_error(std::string("flashsplit: the Hopper kernels do not read pages of ") +
                              std::to_string(params.page_size) + " keys " +
                              (rows ? "a row at a time" : "as boxes"));
@@ -282,7 +282,7 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
       }
     }
     // Unsplit calls from d=128 down may take the 192-row tiles (their split forms spilled), and
-    // at d=64 the 256-row ones.
+    // at d=64 the 256-row ones, also over pages of whole key blocks (as boxes).
     if constexpr (D <= 128) {
       if (!plan.paged && block_m == kHopperTallRows && plan.num_splits == 1) {
         return launch_unsplit<Elem, D, TallTiles<D>, KvLayout::kSequences>(params, plan, stream,
@@ -290,7 +290,11 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
       }
     }
     if constexpr (D == 64) {
-      if (!plan.paged && block_m == kHopperWideRows && plan.num_splits == 1) {
+      if (!plan.page_rows && block_m == kHopperWideRows && plan.num_splits == 1) {
+        if (plan.paged) {
+          return launch_unsplit<Elem, D, WideTiles, KvLayout::kPaged>(params, plan, stream,
+                                                                     record);
+        }
         return launch_unsplit<Elem, D, WideTiles, KvLayout::kSequences>(params, plan, stream,
                                                                        record);
       }

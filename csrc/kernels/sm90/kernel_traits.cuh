@@ -99,7 +99,8 @@ struct HopperTiles {
 // same over a paged cache, each key block loaded as boxes of a page's rows (at most a block's),
 // each read from its page through the block table (FwdProducer::load_paged_key_block).
 // kPagedRows: pages too small for boxes, whose key blocks the producer warpgroup copies a row at
-// a time (FwdProducer::copy_page_rows). The dense instances are compiled without any of them.
+// a time (FwdProducer::copy_page_rows; the 128-row tiles only: the 256-row tiles' consumers
+// have no registers to give it). The dense instances are compiled without any of them.
 // PackHeads: multi-token decode of a GQA group (core/hopper_tiles.h, hopper_packs_heads): a
 // tile's rows pack the group's query heads (row r: query r / group, head r % group), its Q is
 // one 5-D box (make_group_tile_map), and the mask and the epilogue place each row by its query
@@ -113,8 +114,11 @@ struct FwdKernelTraits {
   static constexpr bool kPaged = reads_pages(Layout);
   static constexpr bool kPageRows = Layout == KvLayout::kPagedRows;
   static_assert(!kSequences || !TailPass, "sequences run without a tail split");
-  static_assert(!kPaged || (Tiles_::kBlockM == kHopperBaseRows && Tiles_::kBlockN == kHopperBlockN),
-                "paged k/v runs the 128-row tiles over 128-key blocks");
+  static_assert(!kPaged || (Tiles_::kBlockM == kHopperBaseRows && Tiles_::kBlockN == kHopperBlockN) ||
+                    (Layout == KvLayout::kPaged && Tiles_::kBlockM == kHopperWideRows &&
+                     !Split),
+                "paged k/v runs the 128-row tiles over 128-key blocks, and boxes the unsplit "
+                "256-row ones");
   static_assert(!PackHeads || (kSequences && Tiles_::kBlockM == kHopperBaseRows),
                 "packed heads run the 128-row sequence instances");
   using Elem = Elem_;

@@ -55,7 +55,7 @@ struct FwdProducer {
   }
 
   // Paged k/v (kPaged): a key block is one box, or two of a page's rows (hopper_page_box_rows).
-  static_assert(!Kt::kPaged || kBlockN == 2 * kHopperMinPageRows,
+  static_assert(!Kt::kPaged || kBlockN == 2 * kHopperMinPageRows || kBlockN == kHopperMinPageRows,
                 "a paged key block is one box or two");
   struct BlockPages {
     int first, second;  // the pages of its boxes (0 for a box past the keys, or none)
