@@ -180,6 +180,9 @@ MEMCHECK_CASES = [
          "paged16", 128),
     Case("fp16-d64-causal-G1-hopper-paged7", "fp16", 64, True, 2, 80, 300, 8, 2, 1, "paged7",
          128),
+    # The 256-row d=64 tiles over pages of whole 64-key blocks (80 heads of one tile).
+    Case("fp16-d64-causal-G1-hopper-wide-paged64", "fp16", 64, True, 2, 200, 300, 40, 8, 1,
+         "paged64", 256),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64, and a short GQA
 # query block packed into its rows), the portable wide tile and the narrow tile (decode).
@@ -222,6 +225,8 @@ RACECHECK_CASES = [
          "paged64", 128),
     Case("race-fp16-d128-causal-G2-hopper-packed-paged16", "fp16", 128, True, 2, 8, 300, 32, 8,
          2, "paged16", 128),
+    Case("race-bf16-d64-full-G1-hopper-wide-paged128", "bf16", 64, False, 1, 200, 300, 72, 8, 1,
+         "paged128", 256),
 ]
 SETS = {"memcheck": MEMCHECK_CASES, "race": RACECHECK_CASES}
 
