@@ -180,6 +180,10 @@ MEMCHECK_CASES = [
          "paged16", 128),
     Case("fp16-d64-causal-G1-hopper-paged7", "fp16", 64, True, 2, 80, 300, 8, 2, 1, "paged7",
          128),
+    # Rows copied by 16-row runs from pages of 48 (blocks from a multiple of 16 keys), and one
+    # at a time in each sequence's last block.
+    Case("bf16-d128-causal-G1-hopper-paged48", "bf16", 128, True, 2, 80, 300, 8, 2, 1, "paged48",
+         128),
     # The 256-row d=64 tiles over pages of whole 64-key blocks (80 heads of one tile).
     Case("fp16-d64-causal-G1-hopper-wide-paged64", "fp16", 64, True, 2, 200, 300, 40, 8, 1,
          "paged64", 256),

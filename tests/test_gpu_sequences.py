@@ -479,7 +479,7 @@ PAGED_HOPPER_CASES = {"packed": (32, 8, 8), "prefill": (8, 2, 80), "wide": (16, 
 
 
 @requires_hopper
-@pytest.mark.parametrize("page_size", [1, 16, 24, 64, 128, 256])
+@pytest.mark.parametrize("page_size", [1, 16, 24, 48, 64, 128, 256])
 @pytest.mark.parametrize("case", list(PAGED_HOPPER_CASES))
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
@@ -488,7 +488,8 @@ def test_paged_cache_on_the_hopper_tiles(dtype, d, causal, case, page_size):
     """The Hopper sequence tiles read pages of any size (PAGED_HOPPER_CASES): pages of 64 keys
     or of whole key blocks as TMA boxes, a box a page or a block, the others copied a row at a
     time (on the 128-row tiles; the 256-row ones take pages of 64 keys or a multiple as boxes
-    of a block each). Cache lengths end inside
+    of a block each), by 16-row runs where pages hold whole runs (16, 48) and a block starts
+    at a multiple of 16 keys. Cache lengths end inside
     a page, on a page's end and inside a key block; every slot past a sequence's keys and every
     unused page holds NaN, which no load may read. Against naive_attention."""
     h, hk, sq = PAGED_HOPPER_CASES[case]

@@ -108,10 +108,13 @@ struct FwdProducer {
   // One tensor's rows of the key block (K's or V's: `head`, its k/v head's first byte; strides
   // in bytes) into `dst`; the barrier `full` counts this thread's copies landed. Each lane
   // turns its row's place into a byte offset once (-1: no key), which the copying lanes take.
+  // Where every 16-row run of the block lies in one page (`runs`: a block starting at a key
+  // that is a multiple of 16, pages of a multiple of 16 keys), a lane's rows first + 4i lie in
+  // two runs, so it takes two offsets and steps through each run by 4 rows.
   // No L2 priority (the copies with kv_policy's measured no faster).
   __device__ __forceinline__ void copy_page_rows(const PageRow& mine, const unsigned char* head,
                                                  int64_t page_stride, int64_t row_stride,
-                                                 int slabs, unsigned char* dst,
+                                                 bool runs, int slabs, unsigned char* dst,
                                                  uint64_t* full) const {
     static_assert(Tiles::kSlabRowBytes == 128, "rows of 128-byte swizzled slabs");
     const int64_t offset = mine.row < 0 ? -1 : mine.page * page_stride + mine.row * row_stride;
@@ -121,14 +124,31 @@ struct FwdProducer {
     const int first = static_cast<int>(threadIdx.x) - lane + lane / 8;
     const uint32_t even = smem_u32(dst) + first * 128 + ((chunk ^ (first % 8)) << 4);
     const uint32_t odd = smem_u32(dst) + (first + 4) * 128 + ((chunk ^ ((first + 4) % 8)) << 4);
+    if (runs) {
 #pragma unroll
-    for (int i = 0; i < kBlockN / 16; ++i) {
-      const int64_t from = __shfl_sync(0xffffffffu, offset, lane / 8 + 4 * i);
-      const unsigned char* src = head + (from < 0 ? 0 : from) + chunk * 16;
-      const uint32_t at = (i % 2 == 0 ? even : odd) + (i / 2) * 8 * 128;
+      for (int run = 0; run < kBlockN / 64; ++run) {
+        const int64_t from = __shfl_sync(0xffffffffu, offset, lane / 8 + 16 * run);
+        const unsigned char* src = head + from + chunk * 16;
 #pragma unroll
-      for (int slab = 0; slab < slabs; ++slab)
-        cp_async_16_zfill(at + slab * Tiles::kSlabBytesKV, src + slab * 128, from >= 0);
+        for (int q = 0; q < 4; ++q) {
+          const int i = 4 * run + q;
+          const uint32_t at = (i % 2 == 0 ? even : odd) + (i / 2) * 8 * 128;
+#pragma unroll
+          for (int slab = 0; slab < slabs; ++slab)
+            cp_async_16_zfill(at + slab * Tiles::kSlabBytesKV, src + q * 4 * row_stride + slab * 128,
+                              true);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kBlockN / 16; ++i) {
+        const int64_t from = __shfl_sync(0xffffffffu, offset, lane / 8 + 4 * i);
+        const unsigned char* src = head + (from < 0 ? 0 : from) + chunk * 16;
+        const uint32_t at = (i % 2 == 0 ? even : odd) + (i / 2) * 8 * 128;
+#pragma unroll
+        for (int slab = 0; slab < slabs; ++slab)
+          cp_async_16_zfill(at + slab * Tiles::kSlabBytesKV, src + slab * 128, from >= 0);
+      }
     }
     cp_async_arrive_noinc(full);
   }
@@ -162,9 +182,13 @@ struct FwdProducer {
     unsigned char* k_dst = smem.k() + ring.stage * Tiles::kTileBytesKV;
     unsigned char* v_dst = smem.v() + ring.stage * Tiles::kTileBytesV;
     mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
+    // Row copies by 16-row runs (copy_page_rows) where each run lies in one page.
+    const int start = key_box_start(n, kBlockN, t.seq.sk);
+    const bool runs = start >= 0 && start % 16 == 0 && mp.by_page.divisor() % 16 == 0;
     if constexpr (Kt::kPageRows) {
       copy_page_rows(pages, key_head(p.k, p.k_head_stride, t), bytes(p.k_batch_stride),
-                     bytes(p.k_row_stride), Tiles::kSlabs, k_dst, &smem.k_full()[ring.stage]);
+                     bytes(p.k_row_stride), runs, Tiles::kSlabs, k_dst,
+                     &smem.k_full()[ring.stage]);
     } else {
       mbar_arrive_expect_tx(&smem.k_full()[ring.stage], Tiles::kTileBytesKV);
       load_page_boxes(t, n, pages, &mp.k_map, Tiles::kSlabs, k_dst, &smem.k_full()[ring.stage]);
@@ -172,7 +196,8 @@ struct FwdProducer {
     mbar_wait(&smem.v_empty()[ring.stage], ring.phase ^ 1);
     if constexpr (Kt::kPageRows) {
       copy_page_rows(pages, key_head(p.v, p.v_head_stride, t), bytes(p.v_batch_stride),
-                     bytes(p.v_row_stride), Tiles::kSlabsV, v_dst, &smem.v_full()[ring.stage]);
+                     bytes(p.v_row_stride), runs, Tiles::kSlabsV, v_dst,
+                     &smem.v_full()[ring.stage]);
     } else {
       mbar_arrive_expect_tx(&smem.v_full()[ring.stage], Tiles::kTileBytesV);
       load_page_boxes(t, n, pages, &mp.v_map, Tiles::kSlabsV, v_dst, &smem.v_full()[ring.stage]);
