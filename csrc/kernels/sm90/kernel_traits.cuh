@@ -114,9 +114,9 @@ struct FwdKernelTraits {
   static constexpr bool kPaged = reads_pages(Layout);
   static constexpr bool kPageRows = Layout == KvLayout::kPagedRows;
   static_assert(!kSequences || !TailPass, "sequences run without a tail split");
-  static_assert(!kPaged || (Tiles_::kBlockM == kHopperBaseRows && Tiles_::kBlockN == kHopperBlockN) ||
-                    (Layout == KvLayout::kPaged && Tiles_::kBlockM == kHopperWideRows &&
-                     !Split),
+  static_assert(!kPaged ||
+                    (Tiles_::kBlockM == kHopperBaseRows && Tiles_::kBlockN == kHopperBlockN) ||
+                    (Layout == KvLayout::kPaged && Tiles_::kBlockM == kHopperWideRows && !Split),
                 "paged k/v runs the 128-row tiles over 128-key blocks, and boxes the unsplit "
                 "256-row ones");
   static_assert(!PackHeads || (kSequences && Tiles_::kBlockM == kHopperBaseRows),

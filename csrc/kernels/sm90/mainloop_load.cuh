@@ -105,12 +105,21 @@ struct FwdProducer {
     return PageRow{t.seq.pages[index], mp.by_page.mod(key, index)};
   }
 
+  // Rows a warp copies from one page with one offset (copy_page_rows), where pages hold whole
+  // runs of them and key block n starts at a key that is a multiple of them: all but a
+  // sequence's last block (which ends at its last key) over pages of a multiple of 16 keys.
+  static constexpr int kRunRows = 16;
+  __device__ __forceinline__ bool copies_by_runs(const WorkTile& t, int n) const {
+    const int start = key_box_start(n, kBlockN, t.seq.sk);
+    return start >= 0 && start % kRunRows == 0 && mp.by_page.divisor() % kRunRows == 0;
+  }
+
   // One tensor's rows of the key block (K's or V's: `head`, its k/v head's first byte; strides
   // in bytes) into `dst`; the barrier `full` counts this thread's copies landed. Each lane
   // turns its row's place into a byte offset once (-1: no key), which the copying lanes take.
-  // Where every 16-row run of the block lies in one page (`runs`: a block starting at a key
-  // that is a multiple of 16, pages of a multiple of 16 keys), a lane's rows first + 4i lie in
-  // two runs, so it takes two offsets and steps through each run by 4 rows.
+  // Where every run of kRunRows rows of the block lies in one page (`runs`,
+  // copies_by_runs), a lane's rows first + 4i lie in two runs, so it takes two offsets and
+  // steps through each run by 4 rows.
   // No L2 priority (the copies with kv_policy's measured no faster).
   __device__ __forceinline__ void copy_page_rows(const PageRow& mine, const unsigned char* head,
                                                  int64_t page_stride, int64_t row_stride,
@@ -126,17 +135,17 @@ struct FwdProducer {
     const uint32_t odd = smem_u32(dst) + (first + 4) * 128 + ((chunk ^ ((first + 4) % 8)) << 4);
     if (runs) {
 #pragma unroll
-      for (int run = 0; run < kBlockN / 64; ++run) {
-        const int64_t from = __shfl_sync(0xffffffffu, offset, lane / 8 + 16 * run);
+      for (int run = 0; run < kBlockN / 4 / kRunRows; ++run) {
+        const int64_t from = __shfl_sync(0xffffffffu, offset, lane / 8 + kRunRows * run);
         const unsigned char* src = head + from + chunk * 16;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int i = 4 * run + q;
+        for (int q = 0; q < kRunRows / 4; ++q) {
+          const int i = kRunRows / 4 * run + q;
           const uint32_t at = (i % 2 == 0 ? even : odd) + (i / 2) * 8 * 128;
 #pragma unroll
           for (int slab = 0; slab < slabs; ++slab)
-            cp_async_16_zfill(at + slab * Tiles::kSlabBytesKV, src + q * 4 * row_stride + slab * 128,
-                              true);
+            cp_async_16_zfill(at + slab * Tiles::kSlabBytesKV,
+                              src + q * 4 * row_stride + slab * 128, true);
         }
       }
     } else {
@@ -181,24 +190,21 @@ struct FwdProducer {
     const KeyBlockPages pages = take_pages(t, n);
     unsigned char* k_dst = smem.k() + ring.stage * Tiles::kTileBytesKV;
     unsigned char* v_dst = smem.v() + ring.stage * Tiles::kTileBytesV;
-    mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
-    // Row copies by 16-row runs (copy_page_rows) where each run lies in one page.
-    const int start = key_box_start(n, kBlockN, t.seq.sk);
-    const bool runs = start >= 0 && start % 16 == 0 && mp.by_page.divisor() % 16 == 0;
     if constexpr (Kt::kPageRows) {
+      const bool runs = copies_by_runs(t, n);
+      mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
       copy_page_rows(pages, key_head(p.k, p.k_head_stride, t), bytes(p.k_batch_stride),
                      bytes(p.k_row_stride), runs, Tiles::kSlabs, k_dst,
                      &smem.k_full()[ring.stage]);
-    } else {
-      mbar_arrive_expect_tx(&smem.k_full()[ring.stage], Tiles::kTileBytesKV);
-      load_page_boxes(t, n, pages, &mp.k_map, Tiles::kSlabs, k_dst, &smem.k_full()[ring.stage]);
-    }
-    mbar_wait(&smem.v_empty()[ring.stage], ring.phase ^ 1);
-    if constexpr (Kt::kPageRows) {
+      mbar_wait(&smem.v_empty()[ring.stage], ring.phase ^ 1);
       copy_page_rows(pages, key_head(p.v, p.v_head_stride, t), bytes(p.v_batch_stride),
                      bytes(p.v_row_stride), runs, Tiles::kSlabsV, v_dst,
                      &smem.v_full()[ring.stage]);
     } else {
+      mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
+      mbar_arrive_expect_tx(&smem.k_full()[ring.stage], Tiles::kTileBytesKV);
+      load_page_boxes(t, n, pages, &mp.k_map, Tiles::kSlabs, k_dst, &smem.k_full()[ring.stage]);
+      mbar_wait(&smem.v_empty()[ring.stage], ring.phase ^ 1);
       mbar_arrive_expect_tx(&smem.v_full()[ring.stage], Tiles::kTileBytesV);
       load_page_boxes(t, n, pages, &mp.v_map, Tiles::kSlabsV, v_dst, &smem.v_full()[ring.stage]);
     }
