@@ -125,6 +125,20 @@ constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal, long
   return padded_tall * pct < padded_base * 100 ? kHopperTallRows : kHopperBaseRows;
 }
 
+// Paged k/v on the Hopper kernels: each key block of block_n keys (128, or 64 on the wide
+// tiles) is loaded as TMA boxes of one page's rows each, or, where pages hold whole blocks, one
+// box of a block's rows inside its page; so pages of 64 keys or a multiple of block_n. Returns
+// the rows of a box, 0 for page sizes whose blocks the producer warpgroup copies a row at a
+// time instead (cp.async; LaunchPlan::page_rows; the 128-row tiles only). Smaller pages as
+// boxes would be more, smaller boxes: at 16 keys (8 boxes a block) multi-token decode took
+// 1.22-1.76x the contiguous time (H200; pages in order as slow as shuffled), chunked prefill
+// 2.0-2.1x (H100; copied, 1.06x).
+constexpr int kHopperMinPageRows = 64;
+constexpr int hopper_page_box_rows(long long page_size, int block_n = kHopperBlockN) {
+  if (page_size >= block_n) return page_size % block_n == 0 ? block_n : 0;
+  return page_size == kHopperMinPageRows ? kHopperMinPageRows : 0;
+}
+
 // The tile height a call runs with num_splits = G. Split calls: hopper_split_block_m. Unsplit
 // calls on a grid of heads = b * h query heads: the height whose waves over sm_count SMs,
 // weighted by a row's cost, weigh less (tall waves * 192 * pct < base waves * 128 * 100) where
@@ -146,8 +160,9 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
   const bool tall_exists = (head_dim == 64 || head_dim == 96 || head_dim == 128) &&
                            (!short_causal || hopper_persistent(sk)) &&
                            (!sequences || causal || head_dim == 64) && page_size == 0;
-  const bool wide_exists = head_dim == 64 && (!causal || short_causal) &&
-                           page_size % kHopperWideBlockN == 0;
+  const bool wide_exists =
+      head_dim == 64 && (!causal || short_causal) &&
+      (page_size == 0 || hopper_page_box_rows(page_size, kHopperWideBlockN) > 0);
   if (sequences && num_splits != 1) return kHopperBaseRows;
   if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !(tall_exists || wide_exists))
     return sequences ? kHopperBaseRows : hopper_split_block_m(head_dim, sq, causal, sk);
@@ -263,20 +278,6 @@ constexpr int hopper_packed_tile_rows(long long group) {
 constexpr TileConfig hopper_packed_tile_config(long long group) {
   return TileConfig{hopper_packed_tile_rows(group), kHopperBlockN, 4 + kHopperBaseRows / 16,
                     1, 1, true, true};
-}
-
-// Paged k/v on the Hopper kernels: each key block of block_n keys (128, or 64 on the wide
-// tiles) is loaded as TMA boxes of one page's rows each, or, where pages hold whole blocks, one
-// box of a block's rows inside its page; so pages of 64 keys or a multiple of block_n. Returns
-// the rows of a box, 0 for page sizes whose blocks the producer warpgroup copies a row at a
-// time instead (cp.async; LaunchPlan::page_rows; the 128-row tiles only). Smaller pages as
-// boxes would be more, smaller boxes: at 16 keys (8 boxes a block) multi-token decode took
-// 1.22-1.76x the contiguous time (H200; pages in order as slow as shuffled), chunked prefill
-// 2.0-2.1x (H100; copied, 1.06x).
-constexpr int kHopperMinPageRows = 64;
-constexpr int hopper_page_box_rows(long long page_size, int block_n = kHopperBlockN) {
-  if (page_size >= block_n) return page_size % block_n == 0 ? block_n : 0;
-  return page_size == kHopperMinPageRows ? kHopperMinPageRows : 0;
 }
 
 // The splits of a call over pages the Hopper kernels copy a row at a time (hopper_page_box_rows
