@@ -187,6 +187,12 @@ MEMCHECK_CASES = [
     # The 256-row d=64 tiles over pages of whole 64-key blocks (80 heads of one tile).
     Case("fp16-d64-causal-G1-hopper-wide-paged64", "fp16", 64, True, 2, 200, 300, 40, 8, 1,
          "paged64", 256),
+    # ... and over pages of 16 and 7, copied from the rows one warp locates (224 causal tiles
+    # drawn from a counter; 80 tiles walked in rounds).
+    Case("bf16-d64-causal-G1-hopper-wide-paged16", "bf16", 64, True, 2, 200, 300, 112, 8, 1,
+         "paged16", 256),
+    Case("fp16-d64-full-G1-hopper-wide-paged7", "fp16", 64, False, 2, 200, 300, 40, 8, 1,
+         "paged7", 256),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64, and a short GQA
 # query block packed into its rows), the portable wide tile and the narrow tile (decode).
@@ -231,6 +237,9 @@ RACECHECK_CASES = [
          2, "paged16", 128),
     Case("race-bf16-d64-full-G1-hopper-wide-paged128", "bf16", 64, False, 1, 200, 300, 72, 8, 1,
          "paged128", 256),
+    # The row table of the 256-row tiles (causal tiles drawn from a counter).
+    Case("race-fp16-d64-causal-G1-hopper-wide-paged16", "fp16", 64, True, 2, 200, 300, 112, 8, 1,
+         "paged16", 256),
 ]
 SETS = {"memcheck": MEMCHECK_CASES, "race": RACECHECK_CASES}
 

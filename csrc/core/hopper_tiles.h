@@ -129,7 +129,7 @@ constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal, long
 // tiles) is loaded as TMA boxes of one page's rows each, or, where pages hold whole blocks, one
 // box of a block's rows inside its page; so pages of 64 keys or a multiple of block_n. Returns
 // the rows of a box, 0 for page sizes whose blocks the producer warpgroup copies a row at a
-// time instead (cp.async; LaunchPlan::page_rows; the 128-row tiles only). Smaller pages as
+// time instead (cp.async; LaunchPlan::page_rows). Smaller pages as
 // boxes would be more, smaller boxes: at 16 keys (8 boxes a block) multi-token decode took
 // 1.22-1.76x the contiguous time (H200; pages in order as slow as shuffled), chunked prefill
 // 2.0-2.1x (H100; copied, 1.06x).
@@ -151,8 +151,8 @@ constexpr int hopper_page_box_rows(long long page_size, int block_n = kHopperBlo
 // tiles. Their tall tiles run at d=64 and with the mask: without it, at
 // d=128 their 192-row tiles measured 6-8% slower than their 128-row ones at 2k-4k rows (with
 // the mask 1-7% faster, at d=64 3-14%). Over a paged cache of page_size keys (sequences too)
-// they have no tall tiles, and wide ones where pages hold whole 64-key blocks
-// (hopper_page_box_rows).
+// they have no tall tiles; wide ones read pages of any size (as boxes where pages hold whole
+// 64-key blocks, hopper_page_box_rows, else copied a row at a time).
 constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long sk,
                              long long heads = 0, int sm_count = 0, int num_splits = 2,
                              bool sequences = false, long long page_size = 0) {
@@ -160,9 +160,7 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
   const bool tall_exists = (head_dim == 64 || head_dim == 96 || head_dim == 128) &&
                            (!short_causal || hopper_persistent(sk)) &&
                            (!sequences || causal || head_dim == 64) && page_size == 0;
-  const bool wide_exists =
-      head_dim == 64 && (!causal || short_causal) &&
-      (page_size == 0 || hopper_page_box_rows(page_size, kHopperWideBlockN) > 0);
+  const bool wide_exists = head_dim == 64 && (!causal || short_causal);
   if (sequences && num_splits != 1) return kHopperBaseRows;
   if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !(tall_exists || wide_exists))
     return sequences ? kHopperBaseRows : hopper_split_block_m(head_dim, sq, causal, sk);
@@ -300,7 +298,7 @@ constexpr int hopper_page_rows_splits(int splits, long long tiles_per_split, int
 
 // Whether the Hopper kernels read a paged cache of this page size and head dim: the 128-row
 // sequence tiles at d = 64 and 128, v of the same head dim, any page size (as boxes or a row
-// at a time); unsplit at d=64 also the 256-row ones, where pages hold whole 64-key blocks.
+// at a time); unsplit at d=64 also the 256-row ones.
 constexpr bool hopper_reads_pages(long long page_size, int head_dim, int head_dim_v) {
   return page_size >= 1 && (head_dim == 64 || head_dim == 128) && head_dim_v == head_dim;
 }

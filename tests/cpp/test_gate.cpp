@@ -675,10 +675,10 @@ TEST(GateFamily, WideTilesOnlyForUnsplitD64Calls) {
   // The same rule where the launcher reads it, and the row cost the split choice weighs.
   EXPECT_EQ(hopper_block_m(64, 1024, false, 1024, 16 * 32, 132, 1), 256);
   EXPECT_EQ(hopper_block_m(64, 1024, false, 1024, 16 * 32, 132, 2), 128);
-  // Over pages: the wide tiles where pages hold whole 64-key blocks, never the tall ones.
+  // Over pages: the wide tiles at any page size (boxes or rows), never the tall ones.
   EXPECT_EQ(hopper_block_m(64, 1024, false, 1024, 16 * 32, 132, 1, true, 64), 256);
   EXPECT_EQ(hopper_block_m(64, 1024, false, 1024, 16 * 32, 132, 1, true, 192), 256);
-  EXPECT_EQ(hopper_block_m(64, 1024, false, 1024, 16 * 32, 132, 1, true, 16), 128);
+  EXPECT_EQ(hopper_block_m(64, 1024, false, 1024, 16 * 32, 132, 1, true, 16), 256);
   EXPECT_EQ(hopper_block_m(64, 4096, true, 4096, 4 * 32, 132, 1, true), 192);
   EXPECT_EQ(hopper_block_m(64, 4096, true, 4096, 4 * 32, 132, 1, true, 64), 128);
   EXPECT_EQ(hopper_row_cost_pct(64, 256, false, 1024), kHopperWidePct);

@@ -653,10 +653,11 @@ TEST(Plan, ContiguousSequencesRunHopperTilesOfTheirOwnWithoutATailSplit) {
             KernelFamily::kPortableMma);
 }
 
-TEST(Plan, PagedChunksAtD64RunTheWideTilesWherePagesHoldWholeBlocks) {
+TEST(Plan, PagedChunksAtD64RunTheWideTilesOverAnyPages) {
   // (8,256,16,16,4096,64), causal: 128 heads of one 256-row tile, one wave, where 128-row tiles
   // take two. Over pages of any multiple of 64 keys the same wide tiles, each 64-key block one
-  // TMA box; over pages of 16 the 128-row tiles, copied a row at a time; split, the 128-row ones.
+  // TMA box; over smaller pages or others the wide tiles copying a row at a time; split, the
+  // 128-row ones.
   AttnProblem p = problem(8, 16, 16, 256, 4096, 64, true);
   p.per_sequence = true;
   const LaunchPlan contiguous = plan_of(p);
@@ -673,10 +674,19 @@ TEST(Plan, PagedChunksAtD64RunTheWideTilesWherePagesHoldWholeBlocks) {
     EXPECT_EQ(paged.forward_grid.x, contiguous.forward_grid.x) << page;
     EXPECT_EQ(plan_of(p, 3).tiles.block_m, kHopperBaseRows) << page;
   }
-  p.page_size = 16;
-  const LaunchPlan rows = plan_of(p);
-  EXPECT_EQ(rows.tiles.block_m, kHopperBaseRows);
-  EXPECT_TRUE(rows.page_rows);
+  for (int page : {1, 16, 48, 96}) {
+    p.page_size = page;
+    const LaunchPlan rows = plan_of(p);
+    EXPECT_EQ(rows.tiles.block_m, kHopperWideRows) << page;
+    EXPECT_EQ(rows.tiles.block_n, kHopperWideBlockN) << page;
+    EXPECT_TRUE(rows.page_rows) << page;
+    EXPECT_EQ(rows.num_splits, 1) << page;
+    EXPECT_EQ(rows.forward_grid.x, contiguous.forward_grid.x) << page;
+    EXPECT_TRUE(rows.tile_counter) << page;  // the causal wide tiles' walk, as contiguous
+    const LaunchPlan split = plan_of(p, 3);
+    EXPECT_EQ(split.tiles.block_m, kHopperBaseRows) << page;
+    EXPECT_TRUE(split.page_rows) << page;
+  }
 }
 
 }  // namespace

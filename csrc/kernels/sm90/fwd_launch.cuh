@@ -227,8 +227,8 @@ template <int D>
 using SequenceTiles = std::conditional_t<(D > 128), LargeHeadTiles<D>, PingPongTiles<D>>;
 
 // The instances of sequence tiles reading the plan's k/v layout: paged k/v on the 128-row tiles
-// of 128-key blocks at d=64 and 128 only (hopper_reads_pages), as boxes or a row at a time
-// (LaunchPlan::page_rows).
+// of 128-key blocks at d=64 and 128 only (hopper_reads_pages; the 256-row ones in
+// launch_attn_fwd), as boxes or a row at a time (LaunchPlan::page_rows).
 template <class Elem, int D, class Tiles, bool PackHeads = false>
 void launch_sequence_tiles(const AttnFwdParams& params, const LaunchPlan& plan,
                            gpuStream_t stream, LaunchRecord* record) {
@@ -282,7 +282,8 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
       }
     }
     // Unsplit calls from d=128 down may take the 192-row tiles (their split forms spilled), and
-    // at d=64 the 256-row ones, also over pages of whole key blocks (as boxes).
+    // at d=64 the 256-row ones, also over pages (of whole key blocks as boxes, others copied a
+    // row at a time).
     if constexpr (D <= 128) {
       if (!plan.paged && block_m == kHopperTallRows && plan.num_splits == 1) {
         return launch_unsplit<Elem, D, TallTiles<D>, KvLayout::kSequences>(params, plan, stream,
@@ -290,7 +291,11 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
       }
     }
     if constexpr (D == 64) {
-      if (!plan.page_rows && block_m == kHopperWideRows && plan.num_splits == 1) {
+      if (block_m == kHopperWideRows && plan.num_splits == 1) {
+        if (plan.page_rows) {
+          return launch_unsplit<Elem, D, WideTiles, KvLayout::kPagedRows>(params, plan, stream,
+                                                                         record);
+        }
         if (plan.paged) {
           return launch_unsplit<Elem, D, WideTiles, KvLayout::kPaged>(params, plan, stream,
                                                                      record);

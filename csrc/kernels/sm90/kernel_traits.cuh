@@ -99,8 +99,9 @@ struct HopperTiles {
 // same over a paged cache, each key block loaded as boxes of a page's rows (at most a block's),
 // each read from its page through the block table (FwdProducer::load_paged_key_block).
 // kPagedRows: pages too small for boxes, whose key blocks the producer warpgroup copies a row at
-// a time (FwdProducer::copy_page_rows; the 128-row tiles only: the 256-row tiles' consumers
-// have no registers to give it). The dense instances are compiled without any of them.
+// a time (FwdProducer::copy_page_rows; on the 256-row tiles, whose producer keeps its 32
+// registers, one warp locates the rows and three copy them: kRowTable). The dense instances are
+// compiled without any of them.
 // PackHeads: multi-token decode of a GQA group (core/hopper_tiles.h, hopper_packs_heads): a
 // tile's rows pack the group's query heads (row r: query r / group, head r % group), its Q is
 // one 5-D box (make_group_tile_map), and the mask and the epilogue place each row by its query
@@ -116,9 +117,15 @@ struct FwdKernelTraits {
   static_assert(!kSequences || !TailPass, "sequences run without a tail split");
   static_assert(!kPaged ||
                     (Tiles_::kBlockM == kHopperBaseRows && Tiles_::kBlockN == kHopperBlockN) ||
-                    (Layout == KvLayout::kPaged && Tiles_::kBlockM == kHopperWideRows && !Split),
-                "paged k/v runs the 128-row tiles over 128-key blocks, and boxes the unsplit "
-                "256-row ones");
+                    (Tiles_::kBlockM == kHopperWideRows && !Split),
+                "paged k/v runs the 128-row tiles over 128-key blocks and the unsplit 256-row "
+                "ones");
+  // Pages copied a row at a time on the 256-row tiles: warp 0 of the producer warpgroup walks
+  // the tiles and locates each key block's rows (where in the pages each lives) into the
+  // shared memory's row table, warps 1 to 3 copy them (FwdProducer::copy_located_rows). Their
+  // consumers hold 112 registers (with 104 ptxas serialized their wgmma), which leaves the
+  // producer 32: too few for the walk beside the copies (it spilled), enough for either.
+  static constexpr bool kRowTable = kPageRows && Tiles_::kBlockM == kHopperWideRows;
   static_assert(!PackHeads || (kSequences && Tiles_::kBlockM == kHopperBaseRows),
                 "packed heads run the 128-row sequence instances");
   using Elem = Elem_;
@@ -136,12 +143,18 @@ struct FwdKernelTraits {
   static constexpr int kStages = Tiles::kStages;
   static constexpr int kConsumers = Tiles::kConsumers;
   static constexpr bool kOverlap = Tiles::kOverlap;
-  // setmaxnreg budgets (HopperTiles). A producer warpgroup copying pages a row at a time holds
-  // where its rows live and their copies' addresses besides the walk: with the TMA producer's
-  // 40 registers it spilled, at d=64 with the mask with 56 too; the consumers give up the
-  // difference (d=64 needs fewer).
-  static constexpr int kProducerRegs = !kPageRows ? Tiles::kProducerRegs : D == 64 ? 72 : 56;
-  static constexpr int kConsumerRegs = !kPageRows ? Tiles::kConsumerRegs : D == 64 ? 208 : 224;
+  // setmaxnreg budgets (HopperTiles). A producer warpgroup whose every thread walks the tiles
+  // and copies pages a row at a time (the 128-row tiles: kWarpgroupCopies) holds where its rows
+  // live and their copies' addresses besides the walk: with the TMA producer's 40 registers it
+  // spilled, at d=64 with the mask with 56 too; the consumers give up the difference (d=64
+  // needs fewer). The row table's warps keep the TMA producer's budget.
+  static constexpr bool kWarpgroupCopies = kPageRows && !kRowTable;
+  static constexpr int kProducerRegs =
+      !kWarpgroupCopies ? Tiles::kProducerRegs : D == 64 ? 72 : 56;
+  static constexpr int kConsumerRegs =
+      !kWarpgroupCopies ? Tiles::kConsumerRegs : D == 64 ? 208 : 224;
+  // The threads whose copies a key block's K or V waits for (its full barrier's arrivals).
+  static constexpr int kRowCopiers = kRowTable ? 96 : 128;
   static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <=
                     Tiles::kThreads * Tiles::kLaunchRegs,
                 "register budget of one block");

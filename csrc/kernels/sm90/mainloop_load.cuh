@@ -92,14 +92,16 @@ struct FwdProducer {
   // where row 32w + j lives (PageRow: thread j of the warpgroup, row j) and the lanes copying
   // that row take it by shuffles. As with a box, the rows are the keys of a block ending by the
   // sequence's last key (key_box_start, so the mask reads them as it reads one box a block),
-  // and rows before key 0 are zeros: no slot past the keys is read.
+  // and rows before key 0 are zeros: no slot past the keys is read. On the 256-row tiles
+  // (kRowTable) one warp locates the rows into the row table and three copy them
+  // (locate_key_block, copy_located_rows).
   struct PageRow {
     int page;  // the block-table entry of the page that holds the row
     int row;   // the row within that page; -1: no key (zero-filled)
   };
 
-  __device__ __forceinline__ PageRow read_page_row(const WorkTile& t, int n) const {
-    const int key = key_box_start(n, kBlockN, t.seq.sk) + static_cast<int>(threadIdx.x);
+  __device__ __forceinline__ PageRow read_page_row(const WorkTile& t, int n, int row) const {
+    const int key = key_box_start(n, kBlockN, t.seq.sk) + row;
     if (key < 0) return PageRow{0, -1};
     const int index = mp.by_page.div(key);
     return PageRow{t.seq.pages[index], mp.by_page.mod(key, index)};
@@ -170,7 +172,7 @@ struct FwdProducer {
 
   __device__ __forceinline__ KeyBlockPages pages_of(const WorkTile& t, int n) const {
     if constexpr (Kt::kPageRows) {
-      return read_page_row(t, n);
+      return read_page_row(t, n, static_cast<int>(threadIdx.x));
     } else {
       return read_pages(t, n);
     }
@@ -183,10 +185,109 @@ struct FwdProducer {
     return pages;
   }
 
+  // The row table (kRowTable): once the consumers have freed the ring stage's K, the locating
+  // warp's lane l writes where rows l + 32j of key block n are read from in k and in v (the
+  // copiers only add their lane's chunk) into the table of the stage's use, and publishes it.
+  // The copiers copy K at once and V once the stage's V is free too, reading its sources after
+  // the next use's table may be written: so the tables alternate by the parity of the use.
+  static constexpr int kLocatedPerLane = kBlockN / 32;
+  static constexpr int kRowCopyWarps = Kt::kRowCopiers / 32;
+  __device__ __forceinline__ void locate_key_block(const WorkTile& t, int n) {
+    const int lane = threadIdx.x % 32;
+    RowSource* table = publish_row_table(1);
+#pragma unroll
+    for (int j = 0; j < kLocatedPerLane; ++j) {
+      const PageRow at = read_page_row(t, n, lane + 32 * j);
+      RowSource& source = table[lane + 32 * j];
+      source.k = at.row < 0 ? nullptr : row_source(p.k, p.k_head_stride, p.k_batch_stride,
+                                                   p.k_row_stride, t.kv_head, at);
+      source.v = at.row < 0 ? nullptr : row_source(p.v, p.v_head_stride, p.v_batch_stride,
+                                                   p.v_row_stride, t.kv_head, at);
+    }
+    mbar_arrive(&smem.rows_full()[ring.stage]);
+    ring.advance();
+  }
+  __device__ __forceinline__ static const unsigned char* row_source(
+      const void* pool, int64_t head_stride, int64_t page_stride, int64_t row_stride, int kv_head,
+      const PageRow& at) {
+    return static_cast<const unsigned char*>(pool) +
+           bytes(kv_head * head_stride + at.page * page_stride + at.row * row_stride);
+  }
+  // Waits for the ring's next stage's K to be free, writes whether the walk goes on and
+  // returns the stage's table, whose rows the lanes write before arriving on rows_full.
+  __device__ __forceinline__ RowSource* publish_row_table(int walking) const {
+    mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
+    if (threadIdx.x == 0) smem.row_walking()[ring.stage] = walking;
+    return row_table();
+  }
+  // The end of the walk, for the copiers.
+  __device__ __forceinline__ void end_row_table() {
+    publish_row_table(0);
+    mbar_arrive(&smem.rows_full()[ring.stage]);
+  }
+
+  // Copier warp c of the row table (warps 1 to 3 of the producer warpgroup, kRowCopyWarps):
+  // each key block's K, then, once the stage's V is free, its V, in groups of 4 rows (one
+  // instruction of a warp copies 4 rows of 128 bytes; lane l the 16-byte chunk l % 8 of row
+  // l / 8 of the group), warp c the groups c, c + 3, ..., each row from where the table says.
+  static constexpr int kRowGroups = kBlockN / 4;
+  static constexpr int kCopyRounds = (kRowGroups + kRowCopyWarps - 1) / kRowCopyWarps;
+  __device__ __forceinline__ void copy_located_rows(int copier) {
+    static_assert(Tiles::kSlabRowBytes == 128, "rows of 128-byte swizzled slabs");
+    const int lane = threadIdx.x % 32, chunk = lane % 8;
+    const int first = 4 * copier + lane / 8;  // this lane's row of its first group
+    for (;;) {
+      mbar_wait(&smem.rows_full()[ring.stage], ring.phase);
+      if (smem.row_walking()[ring.stage] == 0) return;
+      const RowSource* table = row_table();
+      const uint32_t k_dst = smem_u32(smem.k() + ring.stage * Tiles::kTileBytesKV);
+      const uint32_t v_dst = smem_u32(smem.v() + ring.stage * Tiles::kTileBytesV);
+#pragma unroll
+      for (int i = 0; i < kCopyRounds; ++i) {
+        const int row = first + 4 * kRowCopyWarps * i;
+        if (row >= kBlockN) break;
+        const unsigned char* from = table[row].k;
+        const uint32_t at = k_dst + swizzled_row_chunk(row, chunk);
+#pragma unroll
+        for (int slab = 0; slab < Tiles::kSlabs; ++slab)
+          cp_async_16_zfill(at + slab * Tiles::kSlabBytesKV, from + chunk * 16 + slab * 128,
+                            from != nullptr);
+      }
+      cp_async_arrive_noinc(&smem.k_full()[ring.stage]);
+      mbar_wait(&smem.v_empty()[ring.stage], ring.phase ^ 1);
+#pragma unroll
+      for (int i = 0; i < kCopyRounds; ++i) {
+        const int row = first + 4 * kRowCopyWarps * i;
+        if (row >= kBlockN) break;
+        const unsigned char* from = table[row].v;
+        const uint32_t at = v_dst + swizzled_row_chunk(row, chunk);
+#pragma unroll
+        for (int slab = 0; slab < Tiles::kSlabsV; ++slab)
+          cp_async_16_zfill(at + slab * Tiles::kSlabBytesKV, from + chunk * 16 + slab * 128,
+                            from != nullptr);
+      }
+      cp_async_arrive_noinc(&smem.v_full()[ring.stage]);
+      ring.advance();
+    }
+  }
+  // The ring stage's table of its current use.
+  __device__ __forceinline__ RowSource* row_table() const {
+    return smem.row_sources() + (ring.phase * Tiles::kStages + ring.stage) * kBlockN;
+  }
+  // The byte offset of 16-byte chunk c of row r in a slab of 128-byte rows in the 128-byte
+  // swizzle (chunk c at c ^ (r % 8)).
+  __device__ __forceinline__ static uint32_t swizzled_row_chunk(int r, int c) {
+    return r * 128 + ((c ^ (r % 8)) << 4);
+  }
+
   // Paged k/v: key block n of tile t, K's then V's, into the ring's next stage: boxes, each
   // ending by the sequence's last key (page_box_row in core/key_blocks.h), so none reads a slot
   // past it, and the mask labels each box's rows (boxed_key); or copied a row at a time.
   __device__ __forceinline__ void load_paged_key_block(const WorkTile& t, int n) {
+    if constexpr (Kt::kRowTable) {
+      locate_key_block(t, n);
+      return;
+    }
     const KeyBlockPages pages = take_pages(t, n);
     unsigned char* k_dst = smem.k() + ring.stage * Tiles::kTileBytesKV;
     unsigned char* v_dst = smem.v() + ring.stage * Tiles::kTileBytesV;
@@ -309,11 +410,16 @@ struct FwdProducer {
     TileHandoff<Tiles::kTileRing> handoff{smem.tile_full(), smem.tile_empty(), smem.tile_ring()};
     int drawn = blockIdx.x;
     for (;;) {
-      handoff.publish(drawn < sched.end_slot ? drawn : sched.end_slot);
+      if (!Kt::kRowTable || threadIdx.x == 0)
+        handoff.publish(drawn < sched.end_slot ? drawn : sched.end_slot);
       if (drawn >= sched.end_slot) break;
       tile = sched.tile_of(drawn);
       if (tile.has_work()) load_tile(tile);
-      drawn = sched.draw_from_counter();
+      if constexpr (Kt::kRowTable) {  // the locating warp walks together
+        drawn = __shfl_sync(0xffffffffu, threadIdx.x == 0 ? sched.draw_from_counter() : 0, 0);
+      } else {
+        drawn = sched.draw_from_counter();
+      }
     }
   }
 };
@@ -333,7 +439,22 @@ __device__ __forceinline__ void run_producer(const HopperFwdParams& hp,
       sleep_at_least_ns(kHopperStaggerNs);
   }
   release_registers<Kt::kProducerRegs>();
-  if constexpr (Kt::kPageRows) {
+  if constexpr (Kt::kRowTable) {  // warp 0 walks and locates rows, warps 1 to 3 copy them
+    const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
+    FwdProducer<Kt> producer(hp, smem, sched);
+    if (warp == 0) {
+      if (threadIdx.x == 0) prefetch_tensor_map(&hp.mainloop.q_map);
+      if (sched.dynamic) {
+        producer.walk_counter();
+      } else {
+        producer.walk_static();
+      }
+      producer.end_row_table();
+    } else {
+      producer.copy_located_rows(warp - 1);
+    }
+    return;
+  } else if constexpr (Kt::kPageRows) {
     static_assert(!Kt::kGroupedWalk, "the warpgroup walks the static order together");
     if (threadIdx.x == 0) prefetch_tensor_map(&hp.mainloop.q_map);
   } else {

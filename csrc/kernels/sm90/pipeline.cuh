@@ -83,7 +83,10 @@ __device__ __forceinline__ void init_barriers(const SharedView<typename Kt::Tile
         mbar_init(&smem.tile_empty()[r], 4 * Tiles::kConsumers);
       }
     }
-    constexpr int kKvArrivals = Kt::kPageRows ? 128 : 1;
+    constexpr int kKvArrivals = Kt::kPageRows ? Kt::kRowCopiers : 1;
+    if constexpr (Kt::kRowTable) {
+      for (int s = 0; s < Tiles::kStages; ++s) mbar_init(&smem.rows_full()[s], 32);
+    }
     for (int s = 0; s < Tiles::kStages; ++s) {
       mbar_init(&smem.k_full()[s], kKvArrivals);
       mbar_init(&smem.v_full()[s], kKvArrivals);
