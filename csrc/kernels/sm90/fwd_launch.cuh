@@ -220,6 +220,9 @@ using NarrowValueTiles =
 // 256 rows (unsplit d=64 calls): four consumers side by side over 64-key blocks, six stages of
 // the K/V ring, so it holds as many keys as three of 128.
 using WideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false, kHopperWideBlockN>;
+// The same over pages copied a row at a time, with the row table in their shared memory.
+using RowTableWideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false,
+                                      kHopperWideBlockN, 64, false, true>;
 
 // Sequences of their own lengths run instances of their own (FwdKernelTraits::kSequences): the
 // 128-row ping-pong tiles of the head dim, and unsplit the 192-row ones.
@@ -293,8 +296,8 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
     if constexpr (D == 64) {
       if (block_m == kHopperWideRows && plan.num_splits == 1) {
         if (plan.page_rows) {
-          return launch_unsplit<Elem, D, WideTiles, KvLayout::kPagedRows>(params, plan, stream,
-                                                                         record);
+          return launch_unsplit<Elem, D, RowTableWideTiles, KvLayout::kPagedRows>(
+              params, plan, stream, record);
         }
         if (plan.paged) {
           return launch_unsplit<Elem, D, WideTiles, KvLayout::kPaged>(params, plan, stream,

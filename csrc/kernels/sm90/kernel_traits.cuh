@@ -13,7 +13,7 @@ namespace sm90 {
 // The shipped shapes come from hopper_tile_config; the other parameters exist so benchmarks of
 // alternatives (rows per block, overlap on or off) need no edit here.
 template <int D, int BlockM, bool Overlap, bool PingPong, int QStages, bool Carry,
-          int BlockN = kHopperBlockN, int DV = D, bool RunningMax = false>
+          int BlockN = kHopperBlockN, int DV = D, bool RunningMax = false, bool RowTable = false>
 struct HopperTiles {
   static constexpr int kHeadDimV = DV;  // v's and O's columns (d=192 with v of 128: 128)
   static constexpr int kBlockM = BlockM;
@@ -32,6 +32,10 @@ struct HopperTiles {
   // mask (hopper_causal_running_max; FwdKernelTraits::kFastProbabilities).
   static constexpr bool kRunningMax = RunningMax;
   static_assert(!RunningMax || PingPong, "the ping-pong tiles' instance for long causal calls");
+  // The 256-row tiles' instance over pages copied a row at a time: its shared memory holds the
+  // row table (SharedStorage::row_table; FwdKernelTraits::kRowTable), the others' does not.
+  static constexpr bool kRowTable = RowTable;
+  static_assert(!RowTable || BlockM == kHopperWideRows, "the row table of the 256-row tiles");
   static_assert(!Carry || Overlap, "carrying S across tiles extends the overlapped loop");
   // The direct epilogue's row scale with the hardware reciprocal and log2 (finished_row_scale):
   // measured +2-4% on 128-row ping-pong tiles at s <= 1024 and +2% on the 256-row tiles at 512
@@ -126,6 +130,7 @@ struct FwdKernelTraits {
   // consumers hold 112 registers (with 104 ptxas serialized their wgmma), which leaves the
   // producer 32: too few for the walk beside the copies (it spilled), enough for either.
   static constexpr bool kRowTable = kPageRows && Tiles_::kBlockM == kHopperWideRows;
+  static_assert(kRowTable == Tiles_::kRowTable, "the row-table tiles copy pages a row at a time");
   static_assert(!PackHeads || (kSequences && Tiles_::kBlockM == kHopperBaseRows),
                 "packed heads run the 128-row sequence instances");
   using Elem = Elem_;

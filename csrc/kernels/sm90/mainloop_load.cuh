@@ -230,6 +230,7 @@ struct FwdProducer {
   // each key block's K, then, once the stage's V is free, its V, in groups of 4 rows (one
   // instruction of a warp copies 4 rows of 128 bytes; lane l the 16-byte chunk l % 8 of row
   // l / 8 of the group), warp c the groups c, c + 3, ..., each row from where the table says.
+  static_assert(!Kt::kRowTable || kRowCopyWarps == 3, "warps 1 to 3 copy");
   static constexpr int kRowGroups = kBlockN / 4;
   static constexpr int kCopyRounds = (kRowGroups + kRowCopyWarps - 1) / kRowCopyWarps;
   __device__ __forceinline__ void copy_located_rows(int copier) {

@@ -28,8 +28,8 @@ struct OutputStaging<0> {};
 // The row table of the 256-row tiles over pages copied a row at a time (FwdKernelTraits::
 // kRowTable), per K/V ring stage: where each row of the stage's key block is read from, in K
 // and in V (two tables, by the parity of the stage's use), whether the walk goes on (0 at its
-// end), and a barrier the locating warp's 32 lanes arrive on once they have written it. Kept by
-// the dense 256-row instances too (12 KB they leave unused), so one struct serves all.
+// end), and a barrier the locating warp's 32 lanes arrive on once they have written it (12 KB;
+// only the tiles of that instance hold it, Tiles::kRowTable).
 struct alignas(16) RowSource {
   const unsigned char* k;  // the row's first byte in k (its k/v head); null: no key (zeros)
   const unsigned char* v;  // ... in v
@@ -64,7 +64,7 @@ struct SharedStorage {
   uint64_t tile_full[Tiles::kTileRing];
   uint64_t tile_empty[Tiles::kTileRing];
   int tile_ring[Tiles::kTileRing];  // the tiles drawn, by ring slot
-  RowTable<Tiles::kStages, Tiles::kBlockM == kHopperWideRows ? Tiles::kBlockN : 0> row_table;
+  RowTable<Tiles::kStages, Tiles::kRowTable ? Tiles::kBlockN : 0> row_table;
 };
 
 // Dynamic shared memory a block of these tiles asks for: the struct and the alignment slack.
@@ -144,7 +144,7 @@ struct SharedView {
   __device__ __forceinline__ int* tile_ring() const {
     return at<int>(offsetof(Storage, tile_ring));
   }
-  // The row table's (Tiles::kBlockM == kHopperWideRows only): stage s's rows at
+  // The row table's (Tiles::kRowTable only): stage s's rows at
   // row_sources() + (parity * kStages + s) * kBlockN, its flag and barrier at row_walking()[s],
   // rows_full()[s].
   __device__ __forceinline__ RowSource* row_sources() const {
