@@ -241,35 +241,35 @@ struct FwdProducer {
       mbar_wait(&smem.rows_full()[ring.stage], ring.phase);
       if (smem.row_walking()[ring.stage] == 0) return;
       const RowSource* table = row_table();
-      const uint32_t k_dst = smem_u32(smem.k() + ring.stage * Tiles::kTileBytesKV);
-      const uint32_t v_dst = smem_u32(smem.v() + ring.stage * Tiles::kTileBytesV);
-#pragma unroll
-      for (int i = 0; i < kCopyRounds; ++i) {
-        const int row = first + 4 * kRowCopyWarps * i;
-        if (row >= kBlockN) break;
-        const unsigned char* from = table[row].k;
-        const uint32_t at = k_dst + swizzled_row_chunk(row, chunk);
-#pragma unroll
-        for (int slab = 0; slab < Tiles::kSlabs; ++slab)
-          cp_async_16_zfill(at + slab * Tiles::kSlabBytesKV, from + chunk * 16 + slab * 128,
-                            from != nullptr);
-      }
-      cp_async_arrive_noinc(&smem.k_full()[ring.stage]);
+      copy_table_rows<Tiles::kSlabs>(table, &RowSource::k, first, chunk,
+                                     smem_u32(smem.k() + ring.stage * Tiles::kTileBytesKV),
+                                     &smem.k_full()[ring.stage]);
       mbar_wait(&smem.v_empty()[ring.stage], ring.phase ^ 1);
-#pragma unroll
-      for (int i = 0; i < kCopyRounds; ++i) {
-        const int row = first + 4 * kRowCopyWarps * i;
-        if (row >= kBlockN) break;
-        const unsigned char* from = table[row].v;
-        const uint32_t at = v_dst + swizzled_row_chunk(row, chunk);
-#pragma unroll
-        for (int slab = 0; slab < Tiles::kSlabsV; ++slab)
-          cp_async_16_zfill(at + slab * Tiles::kSlabBytesKV, from + chunk * 16 + slab * 128,
-                            from != nullptr);
-      }
-      cp_async_arrive_noinc(&smem.v_full()[ring.stage]);
+      copy_table_rows<Tiles::kSlabsV>(table, &RowSource::v, first, chunk,
+                                      smem_u32(smem.v() + ring.stage * Tiles::kTileBytesV),
+                                      &smem.v_full()[ring.stage]);
       ring.advance();
     }
+  }
+  // One tensor's rows of a copier's groups (`from`: where the table keeps the tensor's row
+  // addresses) into the stage at `dst`; the barrier `full` counts this thread's copies landed.
+  template <int Slabs>
+  __device__ __forceinline__ void copy_table_rows(const RowSource* table,
+                                                  const unsigned char* RowSource::*from,
+                                                  int first, int chunk, uint32_t dst,
+                                                  uint64_t* full) const {
+#pragma unroll
+    for (int i = 0; i < kCopyRounds; ++i) {
+      const int row = first + 4 * kRowCopyWarps * i;
+      if (row >= kBlockN) break;
+      const unsigned char* src = table[row].*from;
+      const uint32_t at = dst + swizzled_row_chunk(row, chunk);
+#pragma unroll
+      for (int slab = 0; slab < Slabs; ++slab)
+        cp_async_16_zfill(at + slab * Tiles::kSlabBytesKV, src + chunk * 16 + slab * 128,
+                          src != nullptr);
+    }
+    cp_async_arrive_noinc(full);
   }
   // The ring stage's table of its current use.
   __device__ __forceinline__ RowSource* row_table() const {
