@@ -3,7 +3,8 @@
 // of kStages stages), in the order the consumers walk them. K and V have separate barriers, so
 // a consumer's S = Q K^T can start while V is still landing. Paged k/v in pages too small for
 // TMA boxes (kPageRows): the whole warpgroup walks the tiles and copies K and V a row at a time,
-// and its first thread loads Q.
+// and its first thread loads Q; on the 256-row tiles (kRowTable) warp 0 walks them and locates
+// each key block's rows into a table in shared memory, and warps 1 to 3 copy them.
 #pragma once
 
 #include <cstdint>
@@ -426,7 +427,7 @@ struct FwdProducer {
 };
 
 // The producer warpgroup: gives its registers to the consumers; one thread walks the tiles (all
-// of them where they copy pages a row at a time).
+// of them where they copy pages a row at a time; warp 0 where it locates rows for the others).
 template <class Kt>
 __device__ __forceinline__ void run_producer(const HopperFwdParams& hp,
                                              const SharedView<typename Kt::Tiles>& smem,
