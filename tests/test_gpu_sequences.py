@@ -488,8 +488,8 @@ def test_paged_cache_on_the_hopper_tiles(dtype, d, causal, case, page_size):
     """The Hopper sequence tiles read pages of any size (PAGED_HOPPER_CASES): pages of 64 keys
     or of whole key blocks as TMA boxes, a box a page or a block, the others copied a row at a
     time: on the 128-row tiles by 16-row runs where pages hold whole runs (16, 48) and a block
-    starts at a multiple of 16 keys, on the 256-row ones (64-key blocks) by two warps from the
-    rows a third locates. Cache lengths end inside
+    starts at a multiple of 16 keys, on the 256-row ones (64-key blocks) by three warps from
+    the rows a fourth locates. Cache lengths end inside
     a page, on a page's end and inside a key block; every slot past a sequence's keys and every
     unused page holds NaN, which no load may read. Against naive_attention."""
     h, hk, sq = PAGED_HOPPER_CASES[case]

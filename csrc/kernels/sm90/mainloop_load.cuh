@@ -200,19 +200,15 @@ struct FwdProducer {
     for (int j = 0; j < kLocatedPerLane; ++j) {
       const PageRow at = read_page_row(t, n, lane + 32 * j);
       RowSource& source = table[lane + 32 * j];
-      source.k = at.row < 0 ? nullptr : row_source(p.k, p.k_head_stride, p.k_batch_stride,
-                                                   p.k_row_stride, t.kv_head, at);
-      source.v = at.row < 0 ? nullptr : row_source(p.v, p.v_head_stride, p.v_batch_stride,
-                                                   p.v_row_stride, t.kv_head, at);
+      source.k = at.row < 0 ? nullptr
+                            : key_head(p.k, p.k_head_stride, t) +
+                                  bytes(at.page * p.k_batch_stride + at.row * p.k_row_stride);
+      source.v = at.row < 0 ? nullptr
+                            : key_head(p.v, p.v_head_stride, t) +
+                                  bytes(at.page * p.v_batch_stride + at.row * p.v_row_stride);
     }
     mbar_arrive(&smem.rows_full()[ring.stage]);
     ring.advance();
-  }
-  __device__ __forceinline__ static const unsigned char* row_source(
-      const void* pool, int64_t head_stride, int64_t page_stride, int64_t row_stride, int kv_head,
-      const PageRow& at) {
-    return static_cast<const unsigned char*>(pool) +
-           bytes(kv_head * head_stride + at.page * page_stride + at.row * row_stride);
   }
   // Waits for the ring's next stage's K to be free, writes whether the walk goes on and
   // returns the stage's table, whose rows the lanes write before arriving on rows_full.
