@@ -13,12 +13,15 @@ from test_gpu_common import (DTYPE_IDS, DTYPES, assert_native, requires_hopper, 
                              requires_native)
 
 from accuracy import assert_within_tolerance, naive_pair  # noqa: E402
+from sequence_cases import cu_seqlens, to_pages  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "benchmarks"))
 import _timing as T  # noqa: E402
 
 import flashsplit  # noqa: E402
+from flashsplit import _native  # noqa: E402
+from flashsplit.sequences import Sequences  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, requires_native]
 
@@ -116,6 +119,72 @@ def test_long_causal_tiles_at_the_running_max_are_accurate(dtype, d, shape, kind
     what = f"{kind} {shape} d={d} running max"
     assert_within_tolerance(out, high[0], low[0], dtype, what + " out")
     assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
+
+
+# The same tiles for sequences of their own lengths: a chunk of 640 queries against caches of
+# 4700 keys (past 32 key blocks), 2000, and 300 (the chunk's first rows see no key), through
+# flash_attn_varlen_func and through the kv cache, contiguous or in pages of whole key blocks
+# (boxes of 128 and 256 keys), every slot past a sequence's keys NaN.
+CHUNK_LENS = {"q": 640, "k": [4700, 300, 2000]}
+SEQUENCE_LAYOUTS = ["varlen", "cache", "page128", "page256"]
+
+
+def _long_causal_sequences(layout, q, k, v, k_lens):
+    """(out, lse, decision) of the chunk's sequences in `layout`, num_splits=1, strict."""
+    b, sq = q.shape[:2]
+    seqlens = torch.tensor(k_lens, dtype=torch.int32, device="cuda")
+    keys = [k[i, :n] for i, n in enumerate(k_lens)]
+    values = [v[i, :n] for i, n in enumerate(k_lens)]
+    if layout == "varlen":
+        cu_q = cu_seqlens([sq] * b, "cuda")
+        cu_k = cu_seqlens(k_lens, "cuda")
+        k_packed, v_packed = torch.cat(keys), torch.cat(values)
+        seqs = Sequences(cu_q, cu_k, max_seqlen_q=sq, max_seqlen_k=max(k_lens))
+        decision = _native.sequence_gate_decision(q.flatten(0, 1)[None], k_packed[None],
+                                                  v_packed[None], seqs, True, 1)
+        out, lse, _ = flashsplit.flash_attn_varlen_func(
+            q.flatten(0, 1), k_packed, v_packed, cu_q, cu_k, sq, max(k_lens), causal=True,
+            num_splits=1, return_attn_probs=True, strict=True)
+        return out.view(q.shape), lse.view(q.shape[2], b, sq).transpose(0, 1), decision
+    table = None
+    if layout != "cache":
+        page = int(layout[len("page"):])
+        k, table = to_pages(torch.cat(keys), k_lens, page, torch.Generator().manual_seed(3),
+                            poison=float("nan"))
+        v, _ = to_pages(torch.cat(values), k_lens, page, torch.Generator().manual_seed(3),
+                        poison=float("nan"))
+    width = k.shape[1] * (1 if table is None else table.shape[1])
+    seqs = Sequences(seqused_k=seqlens, block_table=table, max_seqlen_q=sq, max_seqlen_k=width)
+    decision = _native.sequence_gate_decision(q, k, v, seqs, True, 1)
+    out, lse = flashsplit.flash_attn_with_kvcache(
+        q, k, v, cache_seqlens=seqlens, block_table=table, causal=True, num_splits=1,
+        return_softmax_lse=True, strict=True)
+    return out, lse, decision
+
+
+@requires_hopper
+@pytest.mark.parametrize("kind", ["random", "rising", "sink"])
+@pytest.mark.parametrize("layout", SEQUENCE_LAYOUTS)
+@pytest.mark.parametrize("d", [64, 96, 128], ids=lambda d: f"d{d}")
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_long_causal_sequences_at_the_running_max_are_accurate(dtype, d, layout, kind):
+    if d == 96 and layout.startswith("page"):
+        pytest.skip("paged k/v at d=96 runs the portable kernels (hopper_reads_pages)")
+    k_lens, sq = CHUNK_LENS["k"], CHUNK_LENS["q"]
+    q, k, v = T.adversarial_qkv(torch, kind, len(k_lens), 2, 2, sq, max(k_lens), d, dtype,
+                                seed=9)
+    for i, n in enumerate(k_lens):
+        k[i, n:] = float("nan")
+        v[i, n:] = float("nan")
+    out, lse, decision = _long_causal_sequences(layout, q, k, v, k_lens)
+    details = decision["details"]
+    assert decision["kernel"] == "hopper_wgmma", decision
+    assert details["block_m"] == 128 and details["running_max"], decision
+    for i, n in enumerate(k_lens):
+        high, low = naive_pair(q[i:i + 1], k[i:i + 1, :n], v[i:i + 1, :n], causal=True)
+        what = f"{kind} {layout} d={d} seq {i} ({n} keys) running max"
+        assert_within_tolerance(out[i:i + 1], high[0], low[0], dtype, what + " out")
+        assert_within_tolerance(lse[i:i + 1], high[1], low[1], dtype, what + " lse")
 
 
 @requires_hopper

@@ -48,8 +48,8 @@ constexpr bool hopper_carry_across_tiles(int head_dim, bool causal) {
 // of a tile's blocks are neither its first nor masked. Measured on an H100 on 4-8 heads of 8k
 // keys and on chunks of 512-2048 queries against 6k-16k keys: 5.5-7% faster at d=64, 9-10% at
 // d=96, 6-10% at d=128; on short tiles, most of whose blocks are their first or masked, 3-4%
-// slower (512 rows). Unsplit calls of dense heads run it, as an instance of their own
-// (LaunchPlan::running_max).
+// slower (512 rows). Unsplit calls run it, dense or of sequences of their own lengths (varlen,
+// kv cache, paged), as instances of their own (LaunchPlan::running_max).
 constexpr bool hopper_causal_running_max(int head_dim, bool causal, long long sk) {
   return causal && head_dim <= 128 && !hopper_persistent(sk);
 }

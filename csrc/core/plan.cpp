@@ -99,9 +99,12 @@ bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& p,
 }
 
 bool takes_running_max_for_run(KernelFamily family, const AttnProblem& p,
-                               const TileConfig& tiles, int num_splits, bool sequences) {
+                               const TileConfig& tiles, int num_splits) {
+  // Key blocks loaded whole: contiguous k/v, or pages holding whole blocks (one box a block).
+  const bool whole_blocks =
+      p.page_size == 0 || hopper_page_box_rows(p.page_size, tiles.block_n) == tiles.block_n;
   return family == KernelFamily::kHopperWgmma && tiles.block_m == kHopperBaseRows &&
-         !tiles.packs_heads && num_splits == 1 && !sequences &&
+         !tiles.packs_heads && num_splits == 1 && whole_blocks &&
          hopper_causal_running_max(static_cast<int>(p.d), p.causal, p.sk);
 }
 
@@ -157,8 +160,7 @@ void plan_hopper_walk(const AttnProblem& p, const DeviceInfo& device, const Plan
   plan.carry = carry_across_tiles_for_run(plan.gate.family, p, plan.tiles);
   plan.rotate_rounds = rotates_rounds_for_run(plan.gate.family, p, plan.tiles, plan.num_splits);
   plan.tile_group = causal_group_for(p, plan.tiles, plan.num_splits, plan.persistent);
-  plan.running_max =
-      takes_running_max_for_run(plan.gate.family, p, plan.tiles, plan.num_splits, plan.sequences);
+  plan.running_max = takes_running_max_for_run(plan.gate.family, p, plan.tiles, plan.num_splits);
   const long long tiles = plan.tiles_per_split * plan.num_splits;
   const long long main_tiles = plan.tail.active() ? plan.tail.main_tiles : tiles;
   plan.forward_grid.x = plan.persistent ? std::min<long long>(main_tiles, device.sm_count)

@@ -126,9 +126,14 @@ bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& problem,
                                 const TileConfig& tiles);
 
 // Whether a Hopper call's causal 128-row tiles take probabilities at the running max: unsplit
-// calls of dense heads over long keys (hopper_causal_running_max).
+// calls over long keys (hopper_causal_running_max), dense or of sequences of their own lengths,
+// not packing a group's heads, whose key blocks load whole (contiguous k/v, or pages of whole
+// blocks). Over smaller pages (boxes of 64 keys, rows copied) they measured slower than the
+// block max first: chunks of 512 and 2048 queries against 8k and 16k keys at d=128 took 2-5%
+// longer over pages of 16 and 1.5-4% over pages of 64, and 6.5-7.5% less over pages of 256
+// (H200).
 bool takes_running_max_for_run(KernelFamily family, const AttnProblem& problem,
-                               const TileConfig& tiles, int num_splits, bool sequences);
+                               const TileConfig& tiles, int num_splits);
 
 // Whether a call of num_splits splits on `tiles` rotates each round's tiles among its blocks:
 // only persistent Hopper launches walk rounds at all.

@@ -63,7 +63,7 @@ TEST(Plan, HopperFieldsAreTheRulesAnswers) {
           EXPECT_EQ(plan.rotate_rounds, rotates_rounds_for_run(plan.gate.family, p, tiles, g));
           EXPECT_EQ(plan.tile_counter, draws_tiles_from_counter(plan.gate.family, p, tiles));
           EXPECT_EQ(plan.running_max,
-                    takes_running_max_for_run(plan.gate.family, p, tiles, g, false));
+                    takes_running_max_for_run(plan.gate.family, p, tiles, g));
           const TailSplit tail = tail_split_for_run(plan.gate.family, p, tiles, 132, g);
           EXPECT_EQ(plan.tail.tail_tiles, tail.tail_tiles);
           EXPECT_EQ(plan.tail.main_tiles, tail.main_tiles);
@@ -221,8 +221,7 @@ TEST(Plan, LongCausalPingPongTilesTakeProbabilitiesAtTheRunningMax) {
     ASSERT_EQ(few.tiles.block_m, kHopperBaseRows);
     EXPECT_TRUE(few.running_max);
   }
-  // Not over 32 key blocks or fewer, without the mask, split, from d=192, on 192-row tiles or for
-  // sequences of their own lengths.
+  // Not over 32 key blocks or fewer, without the mask, split, from d=192 or on 192-row tiles.
   EXPECT_FALSE(plan_of(problem(1, 8, 8, 4096, 4096, 128, true)).running_max);
   EXPECT_FALSE(plan_of(problem(1, 8, 8, 8192, 8192, 128, false)).running_max);
   EXPECT_FALSE(plan_of(problem(1, 8, 8, 8192, 8192, 128, true), 3).running_max);
@@ -232,9 +231,34 @@ TEST(Plan, LongCausalPingPongTilesTakeProbabilitiesAtTheRunningMax) {
   const LaunchPlan tall = plan_of(problem(1, 32, 8, 4097, 4097, 128, true));
   ASSERT_EQ(tall.tiles.block_m, kHopperTallRows);
   EXPECT_FALSE(tall.running_max);
-  AttnProblem varlen = problem(1, 8, 8, 8192, 8192, 128, true);
-  varlen.per_sequence = true;
-  EXPECT_FALSE(plan_of(varlen).running_max);
+}
+
+TEST(Plan, LongCausalSequencesTakeProbabilitiesAtTheRunningMax) {
+  // Chunked prefill through the kv cache (sequences of their own lengths), contiguous and over
+  // pages of whole key blocks, runs the same running-max tiles as the dense call; over smaller
+  // pages (boxes of 64 keys, rows copied) it takes each block's max first.
+  AttnProblem chunk = problem(4, 32, 8, 512, 8192, 128, true);
+  const LaunchPlan dense = plan_of(chunk);
+  ASSERT_EQ(dense.tiles.block_m, kHopperBaseRows);
+  ASSERT_TRUE(dense.running_max);
+  chunk.per_sequence = true;
+  for (int64_t page : {0, 16, 24, 64, 128, 256, 384}) {
+    chunk.page_size = page;
+    const LaunchPlan plan = plan_of(chunk);
+    ASSERT_TRUE(plan.sequences && plan.paged == (page > 0)) << page;
+    EXPECT_EQ(plan.tiles.block_m, kHopperBaseRows) << page;
+    EXPECT_EQ(plan.num_splits, 1) << page;
+    EXPECT_EQ(plan.page_rows, page == 16 || page == 24) << page;
+    EXPECT_EQ(plan.running_max, page % kHopperBlockN == 0) << page;
+  }
+  // Not where the tiles pack a group's heads (multi-token decode) nor split.
+  AttnProblem decode = problem(8, 32, 8, 8, 16384, 128, true);
+  decode.per_sequence = true;
+  const LaunchPlan packed = plan_of(decode);
+  ASSERT_TRUE(packed.tiles.packs_heads);
+  EXPECT_FALSE(packed.running_max);
+  chunk.page_size = 0;
+  EXPECT_FALSE(plan_of(chunk, 2).running_max);
 }
 
 TEST(Plan, PortableGridPacksHeadsAndSplits) {

@@ -224,6 +224,34 @@ using WideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false, kHopp
 using RowTableWideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false,
                                       kHopperWideBlockN, 64, false, true>;
 
+// Unsplit causal calls over long keys on the 128-row tiles (LaunchPlan::running_max), dense or
+// of sequences of their own lengths, over contiguous k/v or pages of whole key blocks (boxes).
+template <class Elem, int D>
+void launch_long_causal(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
+                        LaunchRecord* record) {
+  if (!params.causal || plan.num_splits != 1 || plan.tiles.block_m != kHopperBaseRows ||
+      plan.tiles.block_n != LongCausalTiles<D>::kBlockN || plan.tiles.packs_heads ||
+      plan.page_rows) {
+    throw std::logic_error("flashsplit: the running-max tiles are for unsplit causal calls "
+                           "loading whole key blocks");
+  }
+  using Tiles = LongCausalTiles<D>;
+  if (!plan.sequences) {
+    return launch_variant<Elem, D, true, false, Tiles>(params, plan, stream, record);
+  }
+  if constexpr (D == 64 || D == 128) {
+    if (plan.paged) {
+      return launch_variant<Elem, D, true, false, Tiles, KvLayout::kPaged>(params, plan, stream,
+                                                                          record);
+    }
+  }
+  if (plan.paged) {
+    throw std::logic_error("flashsplit: no running-max tiles for paged k/v at d=" +
+                           std::to_string(D));
+  }
+  launch_variant<Elem, D, true, false, Tiles, KvLayout::kSequences>(params, plan, stream, record);
+}
+
 // Sequences of their own lengths run instances of their own (FwdKernelTraits::kSequences): the
 // 128-row ping-pong tiles of the head dim, and unsplit the 192-row ones.
 template <int D>
@@ -270,6 +298,9 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
                              std::to_string(block_m) + " rows x " + std::to_string(block_n) +
                              " keys");
     }
+  }
+  if constexpr (D <= 128) {
+    if (plan.running_max) return launch_long_causal<Elem, D>(params, plan, stream, record);
   }
   if (plan.sequences) {
     if (params.dv == D && block_m == SequenceTiles<D>::kBlockM &&
@@ -322,14 +353,6 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
   } else {
     switch (block_m) {
       case kHopperBaseRows:
-        if (plan.running_max) {
-          if (!params.causal || plan.num_splits != 1) {
-            throw std::logic_error(
-                "flashsplit: the running-max tiles are for unsplit causal calls");
-          }
-          return launch_variant<Elem, D, true, false, LongCausalTiles<D>>(params, plan, stream,
-                                                                          record);
-        }
         return launch_tiles<Elem, D, PingPongTiles<D>>(params, plan, stream, record);
       case kHopperTallRows: return launch_tiles<Elem, D, TallTiles<D>>(params, plan, stream, record);
       case kHopperWideRows:
