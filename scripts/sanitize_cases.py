@@ -193,10 +193,10 @@ MEMCHECK_CASES = [
          "paged16", 256),
     Case("fp16-d64-full-G1-hopper-wide-paged7", "fp16", 64, False, 2, 200, 300, 40, 8, 1,
          "paged7", 256),
-    # Causal sequences over more than 32 key blocks: the running-max tiles over pages of whole
-    # key blocks (boxes of 128 and 256 keys) and of varlen sequences.
-    Case("bf16-d128-causal-G1-hopper-running-max-paged128", "bf16", 128, True, 2, 130, 4200, 2,
-         1, 1, "paged128", 128),
+    # Causal sequences over more than 32 key blocks: the running-max tiles over pages as boxes
+    # (two of 64 keys a block, one of 256; V one block behind K) and of varlen sequences.
+    Case("bf16-d128-causal-G1-hopper-running-max-paged64", "bf16", 128, True, 2, 130, 4200, 2,
+         1, 1, "paged64", 128),
     Case("fp16-d64-causal-G1-hopper-running-max-paged256", "fp16", 64, True, 2, 130, 4200, 2, 2,
          1, "paged256", 128),
     Case("fp16-d64-causal-G1-varlen-hopper-running-max", "fp16", 64, True, 2, 130, 4200, 2, 2, 1,
@@ -236,8 +236,8 @@ RACECHECK_CASES = [
     Case("race-bf16-d96-causal-G1-hopper", "bf16", 96, True, 1, 200, 300, 2, 2, 1, "contiguous"),
     Case("race-fp16-d128-causal-G1-hopper-running-max", "fp16", 128, True, 1, 130, 4200, 1, 1, 1,
          "contiguous", 128),
-    Case("race-bf16-d128-causal-G1-hopper-running-max-paged128", "bf16", 128, True, 1, 130, 4200,
-         1, 1, 1, "paged128", 128),
+    Case("race-bf16-d128-causal-G1-hopper-running-max-paged64", "bf16", 128, True, 1, 130, 4200,
+         1, 1, 1, "paged64", 128),
     Case("race-fp16-d256-G2-hopper", "fp16", 256, False, 1, 130, 300, 2, 2, 2, "contiguous"),
     Case("race-bf16-d128-causal-G1-varlen-hopper", "bf16", 128, True, 3, 200, 300, 2, 2, 1,
          "varlen", 128),

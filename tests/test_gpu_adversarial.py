@@ -123,10 +123,11 @@ def test_long_causal_tiles_at_the_running_max_are_accurate(dtype, d, shape, kind
 
 # The same tiles for sequences of their own lengths: a chunk of 640 queries against caches of
 # 4700 keys (past 32 key blocks), 2000, and 300 (the chunk's first rows see no key), through
-# flash_attn_varlen_func and through the kv cache, contiguous or in pages of whole key blocks
-# (boxes of 128 and 256 keys), every slot past a sequence's keys NaN.
+# flash_attn_varlen_func and through the kv cache, contiguous or in pages loaded as boxes (two
+# of 64 keys a block, or one of 128 or 256; each block's V one block behind its K), every slot
+# past a sequence's keys NaN.
 CHUNK_LENS = {"q": 640, "k": [4700, 300, 2000]}
-SEQUENCE_LAYOUTS = ["varlen", "cache", "page128", "page256"]
+SEQUENCE_LAYOUTS = ["varlen", "cache", "page64", "page128", "page256"]
 
 
 def _long_causal_sequences(layout, q, k, v, k_lens):

@@ -49,8 +49,8 @@ constexpr bool hopper_carry_across_tiles(int head_dim, bool causal) {
 // keys and on chunks of 512-2048 queries against 6k-16k keys: 5.5-7% faster at d=64, 9-10% at
 // d=96, 6-10% at d=128; on short tiles, most of whose blocks are their first or masked, 3-4%
 // slower (512 rows). Unsplit calls run it, dense or of sequences of their own lengths (varlen,
-// kv cache) whose key blocks load whole, as instances of their own (LaunchPlan::running_max,
-// takes_running_max_for_run).
+// kv cache) whose key blocks load as TMA boxes, as instances of their own
+// (LaunchPlan::running_max, takes_running_max_for_run).
 constexpr bool hopper_causal_running_max(int head_dim, bool causal, long long sk) {
   return causal && head_dim <= 128 && !hopper_persistent(sk);
 }

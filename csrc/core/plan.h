@@ -127,11 +127,11 @@ bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& problem,
 
 // Whether a Hopper call's causal 128-row tiles take probabilities at the running max: unsplit
 // calls over long keys (hopper_causal_running_max), dense or of sequences of their own lengths,
-// not packing a group's heads, whose key blocks load whole (contiguous k/v, or pages of whole
-// blocks). Over smaller pages (boxes of 64 keys, rows copied) they measured slower than the
+// not packing a group's heads, whose key blocks load as TMA boxes (contiguous k/v, pages of 64
+// keys or of whole blocks). Over pages copied a row at a time they measured slower than the
 // block max first: chunks of 512 and 2048 queries against 8k and 16k keys at d=128 took 2-5%
-// longer over pages of 16 and 1.5-4% over pages of 64, and 6.5-7.5% less over pages of 256
-// (H200).
+// longer over pages of 16 (H200); over pages of 64, 1.5-4% longer until the producer loaded
+// each block's V one block behind its K (FwdProducer::kVBehindK), and then 9% less.
 bool takes_running_max_for_run(KernelFamily family, const AttnProblem& problem,
                                const TileConfig& tiles, int num_splits);
 

@@ -225,7 +225,7 @@ using RowTableWideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, fals
                                       kHopperWideBlockN, 64, false, true>;
 
 // Unsplit causal calls over long keys on the 128-row tiles (LaunchPlan::running_max), dense or
-// of sequences of their own lengths, over contiguous k/v or pages of whole key blocks (boxes).
+// of sequences of their own lengths, over contiguous k/v or pages loaded as boxes.
 template <class Elem, int D>
 void launch_long_causal(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                         LaunchRecord* record) {
@@ -233,7 +233,7 @@ void launch_long_causal(const AttnFwdParams& params, const LaunchPlan& plan, gpu
       plan.tiles.block_n != LongCausalTiles<D>::kBlockN || plan.tiles.packs_heads ||
       plan.page_rows) {
     throw std::logic_error("flashsplit: the running-max tiles are for unsplit causal calls "
-                           "loading whole key blocks");
+                           "loading key blocks as boxes");
   }
   using Tiles = LongCausalTiles<D>;
   if (!plan.sequences) {

@@ -287,9 +287,9 @@ struct FwdProducer {
       return;
     }
     const KeyBlockPages pages = take_pages(t, n);
-    unsigned char* k_dst = smem.k() + ring.stage * Tiles::kTileBytesKV;
-    unsigned char* v_dst = smem.v() + ring.stage * Tiles::kTileBytesV;
     if constexpr (Kt::kPageRows) {
+      unsigned char* k_dst = smem.k() + ring.stage * Tiles::kTileBytesKV;
+      unsigned char* v_dst = smem.v() + ring.stage * Tiles::kTileBytesV;
       const bool runs = copies_by_runs(t, n);
       mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
       copy_page_rows(pages, key_head(p.k, p.k_head_stride, t), bytes(p.k_batch_stride),
@@ -300,14 +300,53 @@ struct FwdProducer {
                      bytes(p.v_row_stride), runs, Tiles::kSlabsV, v_dst,
                      &smem.v_full()[ring.stage]);
     } else {
-      mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
-      mbar_arrive_expect_tx(&smem.k_full()[ring.stage], Tiles::kTileBytesKV);
-      load_page_boxes(t, n, pages, &mp.k_map, Tiles::kSlabs, k_dst, &smem.k_full()[ring.stage]);
-      mbar_wait(&smem.v_empty()[ring.stage], ring.phase ^ 1);
-      mbar_arrive_expect_tx(&smem.v_full()[ring.stage], Tiles::kTileBytesV);
-      load_page_boxes(t, n, pages, &mp.v_map, Tiles::kSlabsV, v_dst, &smem.v_full()[ring.stage]);
+      load_page_k(t, n, pages);
+      load_page_v(t, n, pages, ring);
     }
     ring.advance();
+  }
+  // Key block n's K boxes into the ring's next stage, once the consumers have freed its K.
+  __device__ __forceinline__ void load_page_k(const WorkTile& t, int n, const BlockPages& pages) {
+    mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
+    mbar_arrive_expect_tx(&smem.k_full()[ring.stage], Tiles::kTileBytesKV);
+    load_page_boxes(t, n, pages, &mp.k_map, Tiles::kSlabs,
+                    smem.k() + ring.stage * Tiles::kTileBytesKV, &smem.k_full()[ring.stage]);
+  }
+  // Key block n's V boxes into its stage `at`, once the consumers have freed its V.
+  __device__ __forceinline__ void load_page_v(const WorkTile& t, int n, const BlockPages& pages,
+                                              const RingState<Kt::kStages>& at) {
+    mbar_wait(&smem.v_empty()[at.stage], at.phase ^ 1);
+    mbar_arrive_expect_tx(&smem.v_full()[at.stage], Tiles::kTileBytesV);
+    load_page_boxes(t, n, pages, &mp.v_map, Tiles::kSlabsV,
+                    smem.v() + at.stage * Tiles::kTileBytesV, &smem.v_full()[at.stage]);
+  }
+
+  // Pages as boxes on the 128-row tiles load each key block's V one block behind its K
+  // (kVBehindK): a block's K then waits only for its stage's K to be freed (after S), not for
+  // the previous block's V (after the P V issued with the next S) too. Over pages of 64 keys
+  // (two boxes a block) the consumers taking probabilities at the running max otherwise waited
+  // for K (design.md, "Paged k/v on the Hopper kernels"). Not on the 256-row tiles, whose
+  // 32-register producer spilled with it, nor where tiles pack a group's heads.
+  static constexpr bool kVBehindK = Kt::kPaged && !Kt::kPageRows &&
+                                    Tiles::kBlockM == kHopperBaseRows && !Kt::kPackHeads;
+  // The block whose V is still to load (block -1: none), its pages and stage.
+  struct PendingV {
+    int block;
+    BlockPages pages;
+    RingState<Kt::kStages> at;
+  };
+  // Key block n's K, then the pending block's V; block n's V is pending next.
+  __device__ __forceinline__ void load_key_block_v_behind(const WorkTile& t, int n,
+                                                          PendingV& pending) {
+    const BlockPages pages = take_pages(t, n);
+    load_page_k(t, n, pages);
+    const RingState<Kt::kStages> at = ring;
+    ring.advance();
+    load_pending_v(t, pending);
+    pending = PendingV{n, pages, at};
+  }
+  __device__ __forceinline__ void load_pending_v(const WorkTile& t, const PendingV& pending) {
+    if (pending.block >= 0) load_page_v(t, pending.block, pending.pages, pending.at);
   }
 
   // The first byte of tile t's k/v head in a pool of pages, and an element stride in bytes.
@@ -364,9 +403,16 @@ struct FwdProducer {
   __device__ __forceinline__ void load_tile(const WorkTile& t) {
     if (!Kt::kPageRows || threadIdx.x == 0) load_q(t);
     ++q_round;
+    PendingV pending{-1, {}, ring};
     for (int n = Kt::kForwardWalk ? t.range.begin : t.range.end - 1;
-         Kt::kForwardWalk ? n < t.range.end : n >= t.range.begin; n += Kt::kWalkStep)
-      load_key_block(t, n);
+         Kt::kForwardWalk ? n < t.range.end : n >= t.range.begin; n += Kt::kWalkStep) {
+      if constexpr (kVBehindK) {
+        load_key_block_v_behind(t, n, pending);
+      } else {
+        load_key_block(t, n);
+      }
+    }
+    if constexpr (kVBehindK) load_pending_v(t, pending);
   }
 
   // Tile t's Q.
