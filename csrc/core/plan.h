@@ -131,7 +131,7 @@ bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& problem,
 // keys or of whole blocks). Over pages copied a row at a time they measured slower than the
 // block max first: chunks of 512 and 2048 queries against 8k and 16k keys at d=128 took 2-5%
 // longer over pages of 16 (H200); over pages of 64, 1.5-4% longer until the producer loaded
-// each block's V one block behind its K (FwdProducer::kVBehindK), and then 9% less.
+// each block's V one block behind its K (FwdProducer::kVBehindK), and then 8% less.
 bool takes_running_max_for_run(KernelFamily family, const AttnProblem& problem,
                                const TileConfig& tiles, int num_splits);
 
