@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from test_gpu_common import (DTYPE_IDS, DTYPES, assert_native, requires_hopper,  # noqa: F401
-                             requires_native)
+                             requires_native, varlen_decision)
 
 from accuracy import assert_within_tolerance, naive_pair  # noqa: E402
 from sequence_cases import cu_seqlens, to_pages  # noqa: E402
@@ -140,9 +140,8 @@ def _long_causal_sequences(layout, q, k, v, k_lens):
         cu_q = cu_seqlens([sq] * b, "cuda")
         cu_k = cu_seqlens(k_lens, "cuda")
         k_packed, v_packed = torch.cat(keys), torch.cat(values)
-        seqs = Sequences(cu_q, cu_k, max_seqlen_q=sq, max_seqlen_k=max(k_lens))
-        decision = _native.sequence_gate_decision(q.flatten(0, 1)[None], k_packed[None],
-                                                  v_packed[None], seqs, True, 1)
+        decision = varlen_decision(q.flatten(0, 1), k_packed, v_packed, cu_q, cu_k, [sq] * b,
+                                   k_lens, True, 1)
         out, lse, _ = flashsplit.flash_attn_varlen_func(
             q.flatten(0, 1), k_packed, v_packed, cu_q, cu_k, sq, max(k_lens), causal=True,
             num_splits=1, return_attn_probs=True, strict=True)

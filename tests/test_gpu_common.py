@@ -28,7 +28,8 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 
 import flashsplit  # noqa: E402
-from flashsplit import _C  # noqa: E402
+from flashsplit import _C, _native  # noqa: E402
+from flashsplit.sequences import Sequences  # noqa: E402
 from naive_attention import naive_attention  # noqa: E402
 
 DTYPES = [torch.bfloat16, torch.float16]
@@ -102,6 +103,13 @@ def assert_native(q, k, v, causal=False, num_splits=0):
     assert decision["path"] == "native", f"expected the native path, got {decision}"
     assert decision["kernel"] != "reference", decision
     return decision
+
+
+def varlen_decision(q, k, v, cu_q, cu_k, q_lens, k_lens, causal, num_splits):
+    """explain()'s decision for flash_attn_varlen_func on packed q, k, v (total rows, heads, d)
+    of sequences q_lens / k_lens long."""
+    seqs = Sequences(cu_q, cu_k, max_seqlen_q=max(q_lens), max_seqlen_k=max(k_lens))
+    return _native.sequence_gate_decision(q[None], k[None], v[None], seqs, causal, num_splits)
 
 
 def key_blocks(sk, block_n):

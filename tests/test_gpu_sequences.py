@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from test_gpu_common import (  # noqa: F401 (skips off GPU)
-    DTYPE_IDS, DTYPES, PORTABLE, requires_hopper, requires_native)
+    DTYPE_IDS, DTYPES, PORTABLE, requires_hopper, requires_native, varlen_decision)
 
 import flashsplit  # noqa: E402
 from flashsplit import _native  # noqa: E402
@@ -258,8 +258,7 @@ def test_varlen_on_the_256_row_tiles(dtype, causal):
     q_lens = [1024, 1000, 700, 3, 1024, 1024, 999, 1024]
     k_lens = list(q_lens)
     q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, 16, 16, 64, dtype, "cuda", seed=7)
-    seqs = Sequences(cu_q, cu_k, max_seqlen_q=max(q_lens), max_seqlen_k=max(k_lens))
-    decision = _native.sequence_gate_decision(q[None], k[None], v[None], seqs, causal, 1)
+    decision = varlen_decision(q, k, v, cu_q, cu_k, q_lens, k_lens, causal, 1)
     if decision["kernel"] != PORTABLE:
         assert decision["details"]["block_m"] == 256, decision
     out, lse = _varlen(q, k, v, cu_q, cu_k, q_lens, k_lens, causal=causal, num_splits=1)
@@ -390,11 +389,6 @@ def test_fixed_num_splits_is_batch_invariant(num_splits):
                 f"varlen: the 9-query sequence changed beside {q_lens}"
 
 
-def _varlen_decision(q, k, v, cu_q, cu_k, q_lens, k_lens, causal, num_splits):
-    seqs = Sequences(cu_q, cu_k, max_seqlen_q=max(q_lens), max_seqlen_k=max(k_lens))
-    return _native.sequence_gate_decision(q[None], k[None], v[None], seqs, causal, num_splits)
-
-
 def _with_nan_rows(t, rows):
     """t (total, heads, d) with `rows` more rows of NaN after its last."""
     return torch.cat((t, torch.full((rows,) + tuple(t.shape[1:]), float("nan"), dtype=t.dtype,
@@ -417,7 +411,7 @@ def test_varlen_prefill_runs_the_hopper_kernels(dtype, d, causal, heads):
     q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, h, hk, d, dtype, "cuda", seed=d)
     k_nan, v_nan = _with_nan_rows(k, 200), _with_nan_rows(v, 200)
     for num_splits in SPLITS:
-        decision = _varlen_decision(q, k_nan, v_nan, cu_q, cu_k, q_lens, k_lens, causal,
+        decision = varlen_decision(q, k_nan, v_nan, cu_q, cu_k, q_lens, k_lens, causal,
                                     num_splits)
         # Split causal calls at d=192 and 256 have no Hopper instance (they spilled).
         hopper = not (causal and d > 128 and decision["num_splits"] > 1)
@@ -440,7 +434,7 @@ def test_long_unsplit_varlen_prefill_tile_heights(d, causal):
     q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, 16, 16, d, torch.bfloat16, "cuda",
                                         seed=d)
     k_nan, v_nan = _with_nan_rows(k, 100), _with_nan_rows(v, 100)
-    decision = _varlen_decision(q, k_nan, v_nan, cu_q, cu_k, q_lens, k_lens, causal, 1)
+    decision = varlen_decision(q, k_nan, v_nan, cu_q, cu_k, q_lens, k_lens, causal, 1)
     assert decision["kernel"] == "hopper_wgmma", decision
     assert decision["details"]["block_m"] == (192 if causal or d == 64 else 128), decision
     out, lse = _varlen(q, k_nan, v_nan, cu_q, cu_k, q_lens, k_lens, causal=causal, num_splits=1)
