@@ -201,6 +201,9 @@ MEMCHECK_CASES = [
          1, "paged256", 128),
     Case("fp16-d64-causal-G1-varlen-hopper-running-max", "fp16", 64, True, 2, 130, 4200, 2, 2, 1,
          "varlen", 128),
+    # ... and over pages of 16 copied a row at a time (d=128).
+    Case("fp16-d128-causal-G1-hopper-running-max-paged16", "fp16", 128, True, 2, 130, 4200, 2,
+         1, 1, "paged16", 128),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64, and a short GQA
 # query block packed into its rows), the portable wide tile and the narrow tile (decode).
@@ -238,6 +241,8 @@ RACECHECK_CASES = [
          "contiguous", 128),
     Case("race-bf16-d128-causal-G1-hopper-running-max-paged64", "bf16", 128, True, 1, 130, 4200,
          1, 1, 1, "paged64", 128),
+    Case("race-bf16-d128-causal-G1-hopper-running-max-paged16", "bf16", 128, True, 1, 130, 4200,
+         1, 1, 1, "paged16", 128),
     Case("race-fp16-d256-G2-hopper", "fp16", 256, False, 1, 130, 300, 2, 2, 2, "contiguous"),
     Case("race-bf16-d128-causal-G1-varlen-hopper", "bf16", 128, True, 3, 200, 300, 2, 2, 1,
          "varlen", 128),

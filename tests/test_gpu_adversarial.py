@@ -124,10 +124,10 @@ def test_long_causal_tiles_at_the_running_max_are_accurate(dtype, d, shape, kind
 # The same tiles for sequences of their own lengths: a chunk of 640 queries against caches of
 # 4700 keys (past 32 key blocks), 2000, and 300 (the chunk's first rows see no key), through
 # flash_attn_varlen_func and through the kv cache, contiguous or in pages loaded as boxes (two
-# of 64 keys a block, or one of 128 or 256; each block's V one block behind its K), every slot
-# past a sequence's keys NaN.
+# of 64 keys a block, or one of 128 or 256) or copied a row at a time (16 and 24 keys; each
+# block's V one block behind its K), every slot past a sequence's keys NaN.
 CHUNK_LENS = {"q": 640, "k": [4700, 300, 2000]}
-SEQUENCE_LAYOUTS = ["varlen", "cache", "page64", "page128", "page256"]
+SEQUENCE_LAYOUTS = ["varlen", "cache", "page16", "page24", "page64", "page128", "page256"]
 
 
 def _long_causal_sequences(layout, q, k, v, k_lens):
@@ -179,7 +179,10 @@ def test_long_causal_sequences_at_the_running_max_are_accurate(dtype, d, layout,
     out, lse, decision = _long_causal_sequences(layout, q, k, v, k_lens)
     details = decision["details"]
     assert decision["kernel"] == "hopper_wgmma", decision
-    assert details["block_m"] == 128 and details["running_max"], decision
+    # Pages copied a row at a time (16, 24) take the running max at d=128 only.
+    rows = layout in ("page16", "page24")
+    assert details["block_m"] == 128 and details["page_rows"] == rows, decision
+    assert details["running_max"] == (d == 128 or not rows), decision
     for i, n in enumerate(k_lens):
         high, low = naive_pair(q[i:i + 1], k[i:i + 1, :n], v[i:i + 1, :n], causal=True)
         what = f"{kind} {layout} d={d} seq {i} ({n} keys) running max"

@@ -234,9 +234,9 @@ TEST(Plan, LongCausalPingPongTilesTakeProbabilitiesAtTheRunningMax) {
 }
 
 TEST(Plan, LongCausalSequencesTakeProbabilitiesAtTheRunningMax) {
-  // Chunked prefill through the kv cache (sequences of their own lengths), contiguous and over
-  // pages loaded as boxes (64 keys, whole blocks), runs the same running-max tiles as the dense
-  // call; over pages copied a row at a time it takes each block's max first.
+  // Chunked prefill through the kv cache (sequences of their own lengths), contiguous, over
+  // pages loaded as boxes (64 keys, whole blocks) and at d=128 over pages copied a row at a
+  // time, runs the same running-max tiles as the dense call.
   AttnProblem chunk = problem(4, 32, 8, 512, 8192, 128, true);
   const LaunchPlan dense = plan_of(chunk);
   ASSERT_EQ(dense.tiles.block_m, kHopperBaseRows);
@@ -249,7 +249,17 @@ TEST(Plan, LongCausalSequencesTakeProbabilitiesAtTheRunningMax) {
     EXPECT_EQ(plan.tiles.block_m, kHopperBaseRows) << page;
     EXPECT_EQ(plan.num_splits, 1) << page;
     EXPECT_EQ(plan.page_rows, page == 16 || page == 24) << page;
-    EXPECT_EQ(plan.running_max, !plan.page_rows) << page;
+    EXPECT_TRUE(plan.running_max) << page;
+  }
+  // At d=64 (unsplit) pages copied a row at a time take each block's max first.
+  AttnProblem narrow = problem(1, 2, 2, 640, 4700, 64, true);
+  narrow.per_sequence = true;
+  for (int64_t page : {16, 64}) {
+    narrow.page_size = page;
+    const LaunchPlan plan = plan_of(narrow, 1);
+    ASSERT_EQ(plan.tiles.block_m, kHopperBaseRows) << page;
+    EXPECT_EQ(plan.page_rows, page == 16) << page;
+    EXPECT_EQ(plan.running_max, page == 64) << page;
   }
   // Not where the tiles pack a group's heads (multi-token decode) nor split.
   AttnProblem decode = problem(8, 32, 8, 8, 16384, 128, true);

@@ -225,22 +225,28 @@ using RowTableWideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, fals
                                       kHopperWideBlockN, 64, false, true>;
 
 // Unsplit causal calls over long keys on the 128-row tiles (LaunchPlan::running_max), dense or
-// of sequences of their own lengths, over contiguous k/v or pages loaded as boxes.
+// of sequences of their own lengths, over contiguous k/v, pages loaded as boxes or, at d=128,
+// pages copied a row at a time.
 template <class Elem, int D>
 void launch_long_causal(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                         LaunchRecord* record) {
   if (!params.causal || plan.num_splits != 1 || plan.tiles.block_m != kHopperBaseRows ||
-      plan.tiles.block_n != LongCausalTiles<D>::kBlockN || plan.tiles.packs_heads ||
-      plan.page_rows) {
+      plan.tiles.block_n != LongCausalTiles<D>::kBlockN || plan.tiles.packs_heads) {
     throw std::logic_error("flashsplit: the running-max tiles are for unsplit causal calls "
-                           "loading key blocks as boxes");
+                           "of one head a row");
   }
   using Tiles = LongCausalTiles<D>;
   if (!plan.sequences) {
     return launch_variant<Elem, D, true, false, Tiles>(params, plan, stream, record);
   }
+  if constexpr (D == 128) {
+    if (plan.page_rows) {
+      return launch_variant<Elem, D, true, false, Tiles, KvLayout::kPagedRows>(params, plan,
+                                                                              stream, record);
+    }
+  }
   if constexpr (D == 64 || D == 128) {
-    if (plan.paged) {
+    if (plan.paged && !plan.page_rows) {
       return launch_variant<Elem, D, true, false, Tiles, KvLayout::kPaged>(params, plan, stream,
                                                                           record);
     }

@@ -107,6 +107,11 @@ struct FwdProducer {
     const int index = mp.by_page.div(key);
     return PageRow{t.seq.pages[index], mp.by_page.mod(key, index)};
   }
+  // The same for this thread's row, its page already read: the row within it again.
+  __device__ __forceinline__ PageRow page_row_in(const WorkTile& t, int n, int page) const {
+    const int key = key_box_start(n, kBlockN, t.seq.sk) + static_cast<int>(threadIdx.x);
+    return key < 0 ? PageRow{0, -1} : PageRow{page, mp.by_page.mod(key, mp.by_page.div(key))};
+  }
 
   // Rows a warp copies from one page with one offset (copy_page_rows), where pages hold whole
   // runs of them and key block n starts at a key that is a multiple of them: all but a
@@ -167,6 +172,11 @@ struct FwdProducer {
 
   // The pages of the block loaded next are read one block ahead, so their latency is not on the
   // path from a freed stage to its loads: the boxes' pages, or where this thread's row lives.
+  // Rows copied with V behind K (kVBehindK) read them at the block instead, the table read
+  // under the wait for the stage's K, and keep the page for the block's V, which finds the row
+  // within it again (page_row_in): one table read a block, not two (read ahead and again for
+  // V, chunks over pages of 16 ran 2.5-4.5% slower), in the 56-register producer (keeping the
+  // row too, it spilled).
   using KeyBlockPages = std::conditional_t<Kt::kPageRows, PageRow, BlockPages>;
   int pages_ahead_block = -1;  // the key block pages_ahead is of (-1: none)
   KeyBlockPages pages_ahead{};
@@ -179,6 +189,7 @@ struct FwdProducer {
     }
   }
   __device__ __forceinline__ KeyBlockPages take_pages(const WorkTile& t, int n) {
+    if constexpr (kVBehindK && Kt::kPageRows) return pages_of(t, n);
     const KeyBlockPages pages = pages_ahead_block == n ? pages_ahead : pages_of(t, n);
     const int next = n + Kt::kWalkStep;
     pages_ahead_block = (Kt::kForwardWalk ? next < t.range.end : next >= t.range.begin) ? next : -1;
@@ -287,67 +298,83 @@ struct FwdProducer {
       return;
     }
     const KeyBlockPages pages = take_pages(t, n);
-    if constexpr (Kt::kPageRows) {
-      unsigned char* k_dst = smem.k() + ring.stage * Tiles::kTileBytesKV;
-      unsigned char* v_dst = smem.v() + ring.stage * Tiles::kTileBytesV;
-      const bool runs = copies_by_runs(t, n);
-      mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
-      copy_page_rows(pages, key_head(p.k, p.k_head_stride, t), bytes(p.k_batch_stride),
-                     bytes(p.k_row_stride), runs, Tiles::kSlabs, k_dst,
-                     &smem.k_full()[ring.stage]);
-      mbar_wait(&smem.v_empty()[ring.stage], ring.phase ^ 1);
-      copy_page_rows(pages, key_head(p.v, p.v_head_stride, t), bytes(p.v_batch_stride),
-                     bytes(p.v_row_stride), runs, Tiles::kSlabsV, v_dst,
-                     &smem.v_full()[ring.stage]);
-    } else {
-      load_page_k(t, n, pages);
-      load_page_v(t, n, pages, ring);
-    }
+    load_page_k(t, n, pages);
+    load_page_v(t, n, pages, ring);
     ring.advance();
   }
-  // Key block n's K boxes into the ring's next stage, once the consumers have freed its K.
-  __device__ __forceinline__ void load_page_k(const WorkTile& t, int n, const BlockPages& pages) {
+  // Key block n's K into the ring's next stage, once the consumers have freed its K: as boxes,
+  // or copied a row at a time.
+  __device__ __forceinline__ void load_page_k(const WorkTile& t, int n,
+                                              const KeyBlockPages& pages) {
     mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
-    mbar_arrive_expect_tx(&smem.k_full()[ring.stage], Tiles::kTileBytesKV);
-    load_page_boxes(t, n, pages, &mp.k_map, Tiles::kSlabs,
-                    smem.k() + ring.stage * Tiles::kTileBytesKV, &smem.k_full()[ring.stage]);
+    unsigned char* dst = smem.k() + ring.stage * Tiles::kTileBytesKV;
+    if constexpr (Kt::kPageRows) {
+      copy_page_rows(pages, key_head(p.k, p.k_head_stride, t), bytes(p.k_batch_stride),
+                     bytes(p.k_row_stride), copies_by_runs(t, n), Tiles::kSlabs, dst,
+                     &smem.k_full()[ring.stage]);
+    } else {
+      mbar_arrive_expect_tx(&smem.k_full()[ring.stage], Tiles::kTileBytesKV);
+      load_page_boxes(t, n, pages, &mp.k_map, Tiles::kSlabs, dst, &smem.k_full()[ring.stage]);
+    }
   }
-  // Key block n's V boxes into its stage `at`, once the consumers have freed its V.
-  __device__ __forceinline__ void load_page_v(const WorkTile& t, int n, const BlockPages& pages,
+  // Key block n's V into its stage `at`, once the consumers have freed its V.
+  __device__ __forceinline__ void load_page_v(const WorkTile& t, int n,
+                                              const KeyBlockPages& pages,
                                               const RingState<Kt::kStages>& at) {
     mbar_wait(&smem.v_empty()[at.stage], at.phase ^ 1);
-    mbar_arrive_expect_tx(&smem.v_full()[at.stage], Tiles::kTileBytesV);
-    load_page_boxes(t, n, pages, &mp.v_map, Tiles::kSlabsV,
-                    smem.v() + at.stage * Tiles::kTileBytesV, &smem.v_full()[at.stage]);
+    unsigned char* dst = smem.v() + at.stage * Tiles::kTileBytesV;
+    if constexpr (Kt::kPageRows) {
+      copy_page_rows(pages, key_head(p.v, p.v_head_stride, t), bytes(p.v_batch_stride),
+                     bytes(p.v_row_stride), copies_by_runs(t, n), Tiles::kSlabsV, dst,
+                     &smem.v_full()[at.stage]);
+    } else {
+      mbar_arrive_expect_tx(&smem.v_full()[at.stage], Tiles::kTileBytesV);
+      load_page_boxes(t, n, pages, &mp.v_map, Tiles::kSlabsV, dst, &smem.v_full()[at.stage]);
+    }
   }
 
-  // Pages as boxes on the 128-row tiles load each key block's V one block behind its K
+  // Paged k/v on the 128-row tiles loads each key block's V one block behind its K
   // (kVBehindK): a block's K then waits only for its stage's K to be freed (after S), not for
   // the previous block's V (after the P V issued with the next S) too. Over pages of 64 keys
   // (two boxes a block) the consumers taking probabilities at the running max otherwise waited
-  // for K (design.md, "Paged k/v on the Hopper kernels"). Not on the 256-row tiles, whose
-  // 32-register producer spilled with it, nor where tiles pack a group's heads (multi-token
-  // decode over paged caches, measured within 1-7% of contiguous without it).
-  static constexpr bool kVBehindK = Kt::kPaged && !Kt::kPageRows &&
-                                    Tiles::kBlockM == kHopperBaseRows && !Kt::kPackHeads;
-  // The block whose V is still to load (block -1: none), its pages and stage.
-  struct PendingV {
-    int block;
-    BlockPages pages;
-    RingState<Kt::kStages> at;
-  };
-  // Key block n's K, then the pending block's V; block n's V is pending next.
+  // for K (design.md, "Paged k/v on the Hopper kernels"); rows copied a row at a time take it
+  // there too, but not with the block max, where it measured 4-9% slower. Not on the 256-row
+  // tiles, whose 32-register producer spilled with it, nor where tiles pack a group's heads
+  // (multi-token decode over paged caches, measured within 1-7% of contiguous without it).
+  static constexpr bool kVBehindK = Kt::kPaged && Tiles::kBlockM == kHopperBaseRows &&
+                                    !Kt::kPackHeads && (!Kt::kPageRows || Tiles::kRunningMax);
+  // Key block n's K, then the V of the block before it (unless n is the tile's first), whose
+  // pages `behind` holds; then n's pages.
   __device__ __forceinline__ void load_key_block_v_behind(const WorkTile& t, int n,
-                                                          PendingV& pending) {
-    const BlockPages pages = take_pages(t, n);
+                                                          KeyBlockPages& behind) {
+    const KeyBlockPages pages = take_pages(t, n);
     load_page_k(t, n, pages);
-    const RingState<Kt::kStages> at = ring;
+    if (n != first_block(t)) load_v_behind(t, n - Kt::kWalkStep, behind, ring);
     ring.advance();
-    load_pending_v(t, pending);
-    pending = PendingV{n, pages, at};
+    behind = pages;
   }
-  __device__ __forceinline__ void load_pending_v(const WorkTile& t, const PendingV& pending) {
-    if (pending.block >= 0) load_page_v(t, pending.block, pending.pages, pending.at);
+  // Key block n's V into the stage before `next` (the stage of the block after it): every key
+  // block takes one stage. Rows copied by the warpgroup take the page of their row from `pages`
+  // and find the row within it again (page_row_in).
+  __device__ __forceinline__ void load_v_behind(const WorkTile& t, int n,
+                                                const KeyBlockPages& pages,
+                                                RingState<Kt::kStages> next) {
+    if (next.stage == 0) {
+      next.stage = Kt::kStages;
+      next.phase ^= 1;
+    }
+    --next.stage;
+    if constexpr (Kt::kPageRows) {
+      load_page_v(t, n, page_row_in(t, n, pages.page), next);
+    } else {
+      load_page_v(t, n, pages, next);
+    }
+  }
+  __device__ __forceinline__ static int first_block(const WorkTile& t) {
+    return Kt::kForwardWalk ? t.range.begin : t.range.end - 1;
+  }
+  __device__ __forceinline__ static int last_block(const WorkTile& t) {
+    return Kt::kForwardWalk ? t.range.end - 1 : t.range.begin;
   }
 
   // The first byte of tile t's k/v head in a pool of pages, and an element stride in bytes.
@@ -404,16 +431,16 @@ struct FwdProducer {
   __device__ __forceinline__ void load_tile(const WorkTile& t) {
     if (!Kt::kPageRows || threadIdx.x == 0) load_q(t);
     ++q_round;
-    PendingV pending{-1, {}, ring};
-    for (int n = Kt::kForwardWalk ? t.range.begin : t.range.end - 1;
-         Kt::kForwardWalk ? n < t.range.end : n >= t.range.begin; n += Kt::kWalkStep) {
+    KeyBlockPages behind{};
+    for (int n = first_block(t); Kt::kForwardWalk ? n < t.range.end : n >= t.range.begin;
+         n += Kt::kWalkStep) {
       if constexpr (kVBehindK) {
-        load_key_block_v_behind(t, n, pending);
+        load_key_block_v_behind(t, n, behind);
       } else {
         load_key_block(t, n);
       }
     }
-    if constexpr (kVBehindK) load_pending_v(t, pending);
+    if constexpr (kVBehindK) load_v_behind(t, last_block(t), behind, ring);
   }
 
   // Tile t's Q.
