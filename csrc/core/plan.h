@@ -132,7 +132,7 @@ bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& problem,
 // loads each block's V one block behind its K (FwdProducer::kVBehindK): without it the running
 // max measured slower than the block max first (chunks of 512 and 2048 queries against 8k and
 // 16k keys at d=128, H200: pages of 64 1.5-4%, of 16 2-5%), with it 8% faster over pages of
-// 64 and 2-4% over pages of 16.
+// 64 and 5-6% over pages of 16 (design.md, "Paged k/v on the Hopper kernels").
 bool takes_running_max_for_run(KernelFamily family, const AttnProblem& problem,
                                const TileConfig& tiles, int num_splits);
 
