@@ -139,8 +139,8 @@ struct FwdProducer {
     // Rows first + 4i: the swizzle (16-byte chunk c of row r at c ^ (r % 8)) alternates
     // between two patterns, those of the rows first and first + 4.
     const int first = static_cast<int>(threadIdx.x) - lane + lane / 8;
-    const uint32_t even = smem_u32(dst) + first * 128 + ((chunk ^ (first % 8)) << 4);
-    const uint32_t odd = smem_u32(dst) + (first + 4) * 128 + ((chunk ^ ((first + 4) % 8)) << 4);
+    const uint32_t even = smem_u32(dst) + swizzled_row_chunk(first, chunk);
+    const uint32_t odd = smem_u32(dst) + swizzled_row_chunk(first + 4, chunk);
     if (runs) {
 #pragma unroll
       for (int run = 0; run < kBlockN / 4 / kRunRows; ++run) {
