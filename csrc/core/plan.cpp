@@ -100,12 +100,13 @@ bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& p,
 
 bool takes_running_max_for_run(KernelFamily family, const AttnProblem& p,
                                const TileConfig& tiles, int num_splits) {
-  // Key blocks loaded as TMA boxes (contiguous k/v, pages of 64 keys or of whole blocks), or at
-  // d=128 copied a row at a time.
+  // Key blocks loaded as TMA boxes (contiguous k/v, pages of 64 keys or of whole blocks), or
+  // copied a row at a time where the tiles have an instance for it.
   const bool boxes = p.page_size == 0 || hopper_page_box_rows(p.page_size, tiles.block_n) != 0;
+  const int d = static_cast<int>(p.d);
   return family == KernelFamily::kHopperWgmma && tiles.block_m == kHopperBaseRows &&
-         !tiles.packs_heads && num_splits == 1 && (boxes || p.d == 128) &&
-         hopper_causal_running_max(static_cast<int>(p.d), p.causal, p.sk);
+         !tiles.packs_heads && num_splits == 1 && (boxes || hopper_running_max_copies_rows(d)) &&
+         hopper_causal_running_max(d, p.causal, p.sk);
 }
 
 bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,

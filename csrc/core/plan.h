@@ -128,11 +128,12 @@ bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& problem,
 // Whether a Hopper call's causal 128-row tiles take probabilities at the running max: unsplit
 // calls over long keys (hopper_causal_running_max), dense or of sequences of their own lengths,
 // not packing a group's heads, whose key blocks load as TMA boxes (contiguous k/v, pages of 64
-// keys or of whole blocks) or, at d=128, are copied a row at a time. Over pages the producer
-// loads each block's V one block behind its K (FwdProducer::kVBehindK): without it the running
-// max measured slower than the block max first (chunks of 512 and 2048 queries against 8k and
-// 16k keys at d=128, H200: pages of 64 1.5-4%, of 16 2-5%), with it 8% faster over pages of
-// 64 and 5-6% over pages of 16 (design.md, "Paged k/v on the Hopper kernels").
+// keys or of whole blocks) or are copied a row at a time (at d=128,
+// hopper_running_max_copies_rows). Over pages the producer loads each block's V one block
+// behind its K (FwdProducer::kVBehindK): without it the running max measured slower than the
+// block max first (chunks of 512 and 2048 queries against 8k and 16k keys at d=128, H200:
+// pages of 64 1.5-4%, of 16 2-5%), with it 8% faster over pages of 64 and 5-6% over pages of
+// 16 (design.md, "Paged k/v on the Hopper kernels").
 bool takes_running_max_for_run(KernelFamily family, const AttnProblem& problem,
                                const TileConfig& tiles, int num_splits);
 

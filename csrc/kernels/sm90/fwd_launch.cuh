@@ -225,8 +225,8 @@ using RowTableWideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, fals
                                       kHopperWideBlockN, 64, false, true>;
 
 // Unsplit causal calls over long keys on the 128-row tiles (LaunchPlan::running_max), dense or
-// of sequences of their own lengths, over contiguous k/v, pages loaded as boxes or, at d=128,
-// pages copied a row at a time.
+// of sequences of their own lengths, over contiguous k/v, pages loaded as boxes or pages copied
+// a row at a time (hopper_running_max_copies_rows).
 template <class Elem, int D>
 void launch_long_causal(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                         LaunchRecord* record) {
@@ -239,7 +239,7 @@ void launch_long_causal(const AttnFwdParams& params, const LaunchPlan& plan, gpu
   if (!plan.sequences) {
     return launch_variant<Elem, D, true, false, Tiles>(params, plan, stream, record);
   }
-  if constexpr (D == 128) {
+  if constexpr (hopper_running_max_copies_rows(D)) {
     if (plan.page_rows) {
       return launch_variant<Elem, D, true, false, Tiles, KvLayout::kPagedRows>(params, plan,
                                                                               stream, record);
