@@ -178,6 +178,8 @@ MEMCHECK_CASES = [
          128),
     Case("bf16-d128-full-G3-hopper-packed-paged16", "bf16", 128, False, 2, 8, 300, 32, 8, 3,
          "paged16", 128),
+    Case("fp16-d64-causal-G2-hopper-packed-paged16", "fp16", 64, True, 2, 8, 300, 32, 8, 2,
+         "paged16", 128),
     Case("fp16-d64-causal-G1-hopper-paged7", "fp16", 64, True, 2, 80, 300, 8, 2, 1, "paged7",
          128),
     # Rows copied by 16-row runs from pages of 48 (blocks from a multiple of 16 keys), and one
@@ -250,6 +252,8 @@ RACECHECK_CASES = [
          "paged64", 128),
     Case("race-fp16-d128-causal-G2-hopper-packed-paged16", "fp16", 128, True, 2, 8, 300, 32, 8,
          2, "paged16", 128),
+    Case("race-bf16-d64-causal-G2-hopper-packed-paged16", "bf16", 64, True, 2, 8, 300, 32, 8, 2,
+         "paged16", 128),
     Case("race-bf16-d64-full-G1-hopper-wide-paged128", "bf16", 64, False, 1, 200, 300, 72, 8, 1,
          "paged128", 256),
     # The row table of the 256-row tiles (causal tiles drawn from a counter).

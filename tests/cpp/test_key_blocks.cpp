@@ -248,5 +248,18 @@ TEST(KeyBoxes, PagedBoxesReadNoSlotPastTheSequenceAndLabelTheirKeys) {
   for (int page : {1, 16, 32, 48, 96, 200}) EXPECT_EQ(hopper_page_box_rows(page, 64), 0) << page;
 }
 
+// Contiguous k/v: a key block is one box of its rows, or two of 64 rows on tiles packing a
+// GQA group's heads; either way whole boxes of at most 256 rows (TMA's box limit) fill it.
+TEST(HopperKeyBoxes, ContiguousBlocksAreOneBoxOrTwoOf64RowsWhenHeadsArePacked) {
+  EXPECT_EQ(hopper_key_box_rows(false), kHopperBlockN);
+  EXPECT_EQ(hopper_key_box_rows(false, 64), 64);
+  EXPECT_EQ(hopper_key_box_rows(true), 64);
+  for (bool packed : {false, true}) {
+    const int rows = hopper_key_box_rows(packed);
+    EXPECT_EQ(kHopperBlockN % rows, 0) << packed;
+    EXPECT_LE(rows, 256) << packed;
+  }
+}
+
 }  // namespace
 }  // namespace flashsplit

@@ -28,10 +28,11 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
         "q", params.q, params.elem, D, params.sq, params.h, params.b, params.q_row_stride,
         params.q_head_stride, params.q_batch_stride, Tiles::kSlabCols, Tiles::kBlockM);
   }
-  // k and v: (d, sk, hk, b) in boxes of a key block's rows; paged, (d, page_size, hk, pages)
+  // k and v: (d, sk, hk, b) in boxes of a key block's rows (two of 64 rows on tiles packing a
+  // group's heads: hopper_key_box_rows); paged, (d, page_size, hk, pages)
   // (sk is the page size) in boxes of a page's rows, at most a block's (hopper_page_box_rows).
   // Pages copied a row at a time have no maps; the mask reads their blocks as one box each.
-  int box_rows = Tiles::kBlockN;
+  int box_rows = hopper_key_box_rows(PackHeads, Tiles::kBlockN);
   if constexpr (reads_pages(Layout)) {
     const bool rows = Layout == KvLayout::kPagedRows;
     const int page_box_rows = hopper_page_box_rows(params.page_size, Tiles::kBlockN);
@@ -45,15 +46,17 @@ HopperFwdParams make_hopper_params(const AttnFwdParams& params) {
     hp.mainloop.by_page = FastDivmod(params.page_size);
   }
   if constexpr (Layout != KvLayout::kPagedRows) {
+    // Tiles packing a group's heads read each key once for the whole group (RowReuse).
+    const RowReuse reuse = PackHeads ? RowReuse::kStreamed : RowReuse::kShared;
     hp.mainloop.k_map = make_head_tile_map(
         "k", params.k, params.elem, D, params.sk, params.hk, params.kv_batches,
         params.k_row_stride, params.k_head_stride, params.k_batch_stride, Tiles::kSlabCols,
-        box_rows);
+        box_rows, reuse);
     // v has its own head dim (Tiles::kHeadDimV slabs of it are loaded).
     hp.mainloop.v_map = make_head_tile_map("v", params.v, params.elem, params.dv, params.sk,
                                            params.hk, params.kv_batches, params.v_row_stride,
                                            params.v_head_stride, params.v_batch_stride,
-                                           Tiles::kSlabCols, box_rows);
+                                           Tiles::kSlabCols, box_rows, reuse);
   }
   // G = 1 stores the output with TMA, 16 rows (one consumer warp) per box, and a sequence's
   // rows where it ends inside a warp's one row per box; splits write fp32 partials without a

@@ -17,8 +17,8 @@ struct MainloopParams {
   // dims (d, sq, h, b), box (64, block_m, 1, 1); kPackHeads: dims (d, group, sq, hk, b), box
   // (64, group, block_m / group, 1, 1) (make_group_tile_map)
   CUtensorMap q_map;
-  // dims (d, sk, hk, b), box (64, block_n, 1, 1); paged: dims (d, page_size, hk, pages), box
-  // (64, page_box_rows, 1, 1)
+  // dims (d, sk, hk, b), box (64, hopper_key_box_rows, 1, 1); paged: dims (d, page_size, hk,
+  // pages), box (64, page_box_rows, 1, 1)
   CUtensorMap k_map;
   CUtensorMap v_map;
   // Paged k/v (kPaged): the rows of a key block's boxes (hopper_page_box_rows: the page size, at

@@ -338,11 +338,13 @@ struct FwdProducer {
   // the previous block's V (after the P V issued with the next S) too. Over pages of 64 keys
   // (two boxes a block) the consumers taking probabilities at the running max otherwise waited
   // for K (design.md, "Paged k/v on the Hopper kernels"); rows copied a row at a time take it
-  // there too, but not with the block max, where it measured 4-9% slower. Not on the 256-row
-  // tiles, whose 32-register producer spilled with it, nor where tiles pack a group's heads
-  // (multi-token decode over paged caches, measured within 1-7% of contiguous without it).
-  static constexpr bool kVBehindK = Kt::kPaged && Tiles::kBlockM == kHopperBaseRows &&
-                                    !Kt::kPackHeads && (!Kt::kPageRows || Tiles::kRunningMax);
+  // there too, but not with the block max, where it measured 4-9% slower, except where tiles
+  // pack a group's heads (multi-token decode, 1-4% faster over pages of 16 on seven shapes,
+  // H200); those tiles load boxes of pages V beside K. Not on the 256-row tiles, whose
+  // 32-register producer spilled with it.
+  static constexpr bool kVBehindK =
+      Kt::kPaged && Tiles::kBlockM == kHopperBaseRows &&
+      (Kt::kPageRows ? Tiles::kRunningMax || Kt::kPackHeads : !Kt::kPackHeads);
   // Key block n's K, then the V of the block before it (unless n is the tile's first), whose
   // pages `behind` holds; then n's pages.
   __device__ __forceinline__ void load_key_block_v_behind(const WorkTile& t, int n,
@@ -403,15 +405,27 @@ struct FwdProducer {
     const int batch = Kt::kSequences ? t.seq.kv_batch : t.batch;
     mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
     mbar_arrive_expect_tx(&smem.k_full()[ring.stage], Tiles::kTileBytesKV);
-    for (int slab = 0; slab < Tiles::kSlabs; ++slab)
-      tma_load_4d(k_dst + slab * Tiles::kSlabBytesKV, &mp.k_map, &smem.k_full()[ring.stage],
-                  slab * Tiles::kSlabCols, row, t.kv_head, batch, kv_policy());
+    load_key_boxes(&mp.k_map, Tiles::kSlabs, k_dst, &smem.k_full()[ring.stage], row, t.kv_head,
+                   batch);
     mbar_wait(&smem.v_empty()[ring.stage], ring.phase ^ 1);
     mbar_arrive_expect_tx(&smem.v_full()[ring.stage], Tiles::kTileBytesV);
-    for (int slab = 0; slab < Tiles::kSlabsV; ++slab)
-      tma_load_4d(v_dst + slab * Tiles::kSlabBytesKV, &mp.v_map, &smem.v_full()[ring.stage],
-                  slab * Tiles::kSlabCols, row, t.kv_head, batch, kv_policy());
+    load_key_boxes(&mp.v_map, Tiles::kSlabsV, v_dst, &smem.v_full()[ring.stage], row, t.kv_head,
+                   batch);
     ring.advance();
+  }
+  // One tensor's boxes of a key block from `row` (K's or V's) into `dst`, completing on `full`:
+  // one box of the block's rows a slab, or two of 64 on tiles packing a group's heads
+  // (hopper_key_box_rows).
+  static constexpr int kKeyBoxRows = hopper_key_box_rows(Kt::kPackHeads, kBlockN);
+  __device__ __forceinline__ void load_key_boxes(const CUtensorMap* map, int slabs,
+                                                 unsigned char* dst, uint64_t* full, int row,
+                                                 int kv_head, int batch) const {
+#pragma unroll
+    for (int box = 0; box < kBlockN / kKeyBoxRows; ++box)
+      for (int slab = 0; slab < slabs; ++slab)
+        tma_load_4d(dst + slab * Tiles::kSlabBytesKV + box * kKeyBoxRows * Tiles::kSlabRowBytes,
+                    map, full, slab * Tiles::kSlabCols, row + box * kKeyBoxRows, kv_head, batch,
+                    kv_policy());
   }
 
   // Tiles packing a group's heads: Q is the group's heads of block_m / group queries from the
