@@ -339,7 +339,7 @@ struct FwdProducer {
   // (two boxes a block) the consumers taking probabilities at the running max otherwise waited
   // for K (design.md, "Paged k/v on the Hopper kernels"); rows copied a row at a time take it
   // there too, but not with the block max, where it measured 4-9% slower, except where tiles
-  // pack a group's heads (multi-token decode, 1-4% faster over pages of 16 on seven shapes,
+  // pack a group's heads (multi-token decode, 0-4% faster over pages of 16 on eight shapes,
   // H200); those tiles load boxes of pages V beside K. Not on the 256-row tiles, whose
   // 32-register producer spilled with it.
   static constexpr bool kVBehindK =

@@ -15,8 +15,8 @@ namespace sm90 {
 // from L2 by other tiles (a head's K and V by each of its query tiles; Q and O): promoted to 256
 // bytes. kStreamed: read once from DRAM, as the K and V of tiles packing a GQA group's heads
 // (multi-token decode), whose one tile reads each key for the whole group: promoted to 128
-// bytes, which measured 5-13% faster there (H200; pages of 64 keys as boxes alike) and up to 1%
-// slower on prefill tiles.
+// bytes, which measured up to 13% faster there (H200; pages of 64 keys as boxes alike) and up
+// to 1% slower on prefill tiles.
 enum class RowReuse { kShared, kStreamed };
 
 // A (batch, rows, heads, d) tensor with element strides (the last dim contiguous), seen as the
