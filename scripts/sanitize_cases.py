@@ -151,10 +151,11 @@ MEMCHECK_CASES = [
     Case("bf16-d128-decode-G3-paged16", "bf16", 128, False, 3, 1, 300, 8, 2, 3, "paged16"),
     Case("fp16-d64-decode-auto-paged8", "fp16", 64, False, 2, 1, 777, 4, 4, 0, "paged8"),
     Case("bf16-d96-causal-G2-paged7-wide", "bf16", 96, True, 2, 12, 200, 8, 2, 2, "paged7"),
-    # The narrow tile with key warps (48 decode blocks left to the heuristic on the H100's 132
-    # SMs): a last key block ending inside a warp's part, the warps' merge, paged runs.
-    Case("bf16-d64-decode-auto-key-warps", "bf16", 64, False, 48, 1, 777, 4, 1, 0, "contiguous"),
-    Case("fp16-d128-decode-auto-key-warps-paged16", "fp16", 128, False, 24, 1, 300, 8, 2, 0,
+    # The narrow tile with key warps (80 decode blocks left to the heuristic on 132 SMs; pages
+    # on the H100 only): a last key block ending inside a warp's part, the warps' merge, paged
+    # runs.
+    Case("bf16-d64-decode-auto-key-warps", "bf16", 64, False, 80, 1, 777, 4, 1, 0, "contiguous"),
+    Case("fp16-d128-decode-auto-key-warps-paged16", "fp16", 128, False, 40, 1, 300, 8, 2, 0,
          "paged16"),
     # Its half-size blocks, two an SM (144 decode blocks on the H100).
     Case("bf16-d64-decode-auto-key-warps-two-an-sm", "bf16", 64, False, 72, 1, 777, 8, 2, 0,
@@ -227,7 +228,7 @@ RACECHECK_CASES = [
     Case("race-fp16-d128-decode-G2-narrow", "fp16", 128, False, 1, 1, 150, 4, 2, 2,
          "contiguous"),
     # Key warps: the warps' states meet in the K/V stages once the walk is done.
-    Case("race-fp16-d128-decode-auto-key-warps", "fp16", 128, False, 48, 1, 300, 2, 1, 0,
+    Case("race-fp16-d128-decode-auto-key-warps", "fp16", 128, False, 80, 1, 300, 2, 1, 0,
          "contiguous"),
     Case("race-bf16-d64-decode-auto-key-warps-two-an-sm", "bf16", 64, False, 144, 1, 300, 2, 1,
          0, "contiguous"),

@@ -25,7 +25,7 @@ SHAPES = [
     (1, 8, 8, 8192, 8192, 128, True, 0, "one block per tile and running max"),
     (1, 16, 16, 128, 65535, 64, False, 0, "split prefill and the combine"),
     (8, 32, 8, 1, 16384, 128, False, 3, "decode on the narrow portable tile, forced split"),
-    (8, 8, 8, 1, 2048, 64, False, 0, "decode on the narrow tile with key warps"),
+    (10, 8, 8, 1, 2048, 64, False, 0, "decode on the narrow tile with key warps"),
     (18, 32, 8, 1, 4096, 128, False, 0, "decode on the key-warp tile of two blocks an SM"),
     (22, 32, 8, 1, 4096, 64, False, 0, "decode on the key-warp tile, copies staggered"),
     (2, 32, 8, 40, 3000, 64, True, 3, "GQA rows packed in Hopper tiles, forced split"),

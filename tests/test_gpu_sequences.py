@@ -8,6 +8,8 @@ sequences' keys), and so do caches in pages of 64 keys or of whole key blocks at
 128; the suite's run with FLASHSPLIT_DISABLE_HOPPER=1 gives the same calls to the portable
 kernels."""
 
+import math
+
 import pytest
 import torch
 
@@ -127,16 +129,27 @@ def test_kvcache_decode_appends_and_attends(dtype, d, page, sq):
             assert (kc[i, n + sq:] == POISON).all(), what + ": cache past the append"
 
 
-def _key_warp_blocks_per_sm(blocks, d, sq=1):
+def _hbm_bytes_per_us(props):
+    """The HBM's peak bandwidth: two transfers a memory clock (kHz) over the bus (bits)."""
+    return 2.0 * props.memory_clock_rate * 1e3 * props.memory_bus_width / 8 / 1e6
+
+
+def _key_warp_blocks_per_sm(blocks, d, sq=1, paged=False):
     """The key-warp tile the plan gives `blocks` unsplit narrow blocks of sq query tokens on this
     GPU, as its blocks an SM (0: none). The rule of core/portable_tiles.h: for one token the full
-    tile, one an SM, from a third of the SMs' count to the count, the half-size tile, two an SM,
-    from there to 1.5 times it; for more tokens the full tile from a third of the count to the
-    count; where the SM's shared memory holds them with a paged call's table (134 KB for one,
-    2 x 69-70 KB for two, and 1 KB an SM keeps per block)."""
+    tile, one an SM, from the blocks that cover the HBM's peak at 72 GB/s each (at least a third
+    of the SMs' count) to the count, the half-size tile, two an SM, from there to 1.5 times it;
+    for more tokens the full tile over the same range up to the count; where the SM's shared
+    memory holds them with a paged call's table (134 KB for one, 2 x 69-70 KB for two, and 1 KB
+    an SM keeps per block); paged calls only where each SM gets at most 1.2 times the H100's
+    share of HBM bandwidth (3.35 TB/s over 132 SMs)."""
     props = torch.cuda.get_device_properties(0)
     sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
-    if 3 * blocks < sms or 2 * blocks > (3 if sq == 1 else 2) * sms:
+    hbm = _hbm_bytes_per_us(props)
+    if paged and hbm / sms > 1.2 * (2619e3 * 5120 / 4000) / 132:
+        return 0
+    fewest = max(-(-sms // 3), math.ceil(hbm / 72e3))
+    if blocks < fewest or 2 * blocks > (3 if sq == 1 else 2) * sms:
         return 0
     if sq == 1 and blocks > sms:
         need = {64: 69_648, 128: 70_672}[d]
@@ -161,15 +174,15 @@ def _key_warps_staggered(blocks, per_sm, sq=1):
 @pytest.mark.parametrize("paged", [None, 8, 12, 16, 24, 64],
                          ids=["contiguous", "page8", "page12", "page16", "page24", "page64"])
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
-@pytest.mark.parametrize("b", [16, 24, 36, 40], ids=["b16", "b24", "b36", "b40"])
+@pytest.mark.parametrize("b", [18, 24, 36, 40], ids=["b18", "b24", "b36", "b40"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_kvcache_decode_on_the_key_warp_tile(dtype, b, d, paged, sq):
     """b sequences x 4 k/v heads of 0 to 2047 cached keys (shorter than one warp's part of a
     key block, across parts and blocks) left to the heuristic: on the portable kernels the
-    narrow tile with key warps, whose warps merge their softmax states (on the H100 the full
-    tile at b=16 and, with staggered copies, at b=24 and sq=1; the half-size one at b=36 and
-    sq=1, with staggered copies at b=40);
-    num_splits=1 runs the one-warp tile. Both against naive_attention, with poison past every
+    narrow tile with key warps, whose warps merge their softmax states (on the H100 and the
+    H200 the full tile at b=18 and, with staggered copies, at b=24 and sq=1; the half-size one
+    at b=36 and sq=1, with staggered copies at b=40; over pages on the H100 only, the H200
+    splits one-warp blocks there); num_splits=1 runs the one-warp tile. Both against naive_attention, with poison past every
     sequence's keys."""
     s, h, hk = 2048, 16, 4
     lens = ([0, 1, 5, 31, 33, 63, 64, 65, 127, 129, 255, 257, 700, 1000, 1500, 2047 - sq] * 3)[:b]
@@ -188,7 +201,8 @@ def test_kvcache_decode_on_the_key_warp_tile(dtype, b, d, paged, sq):
     for num_splits in (0, 1):
         decision = _native.sequence_gate_decision(q, k_cache, v_cache, seqs, True, num_splits)
         if decision["kernel"] == PORTABLE and decision["details"]["block_m"] == 16:
-            per_sm = _key_warp_blocks_per_sm(b * hk, d, sq) if num_splits == 0 else 0
+            per_sm = _key_warp_blocks_per_sm(b * hk, d, sq, paged is not None) \
+                if num_splits == 0 else 0
             assert decision["details"]["key_warps"] == (4 if per_sm else 1), decision
             staggered = _key_warps_staggered(b * hk, per_sm, sq)
             assert decision["details"]["staggered_kv"] == staggered, decision

@@ -171,6 +171,27 @@ def test_gate_family():
     assert "built without GPU kernels" in H.check_native(prefill, H100, H.BuildInfo()).reason
 
 
+def test_the_hbms_bandwidth_moves_the_key_warp_range_and_the_decode_splits():
+    """An H200 (4.81 TB/s over 132 SMs) starts the key-warp tile at 67 blocks where the H100
+    (3.35 TB/s) starts it at 47, reads pages without it, and gives the one-warp decode tile more
+    splits."""
+    h100 = H.DeviceInfo(cc=90, sm_count=132, smem_per_block_optin=232448,
+                        dram_bytes_per_us=2619e3 * 5120 / 4e3)
+    h200 = H.DeviceInfo(cc=90, sm_count=132, smem_per_block_optin=232448,
+                        dram_bytes_per_us=3201e3 * 6016 / 4e3)
+    assert h200.dram_bytes_per_us == pytest.approx(4.814e6, rel=1e-3)
+    assert "dram_bytes_per_us=4814" in repr(h200)
+    for b, on_h100, on_h200 in ((11, 0, 0), (12, 1, 0), (16, 1, 0), (17, 1, 1), (33, 1, 1)):
+        problem = H.AttnProblem(b=b, h=32, hk=4, sq=1, sk=8192, d=128)
+        assert H.key_warp_blocks_per_sm_for_run("portable_mma", problem, h100, 0) == on_h100, b
+        assert H.key_warp_blocks_per_sm_for_run("portable_mma", problem, h200, 0) == on_h200, b
+    decode = H.AttnProblem(b=16, h=32, hk=4, sq=1, sk=8192, d=128)
+    assert H.constants_for("portable_mma", h200).slots_per_sm_narrow == 3
+    assert H.constants_for("portable_mma", h100) == H.constants_for("portable_mma", H100)
+    assert H.resolve_splits_for("portable_mma", decode, h200, 0) > \
+        H.choose_num_splits(decode, h100, H.tiles_for("portable_mma", decode))
+
+
 def test_cpu_call_is_refused_as_explain_says():
     q = torch.zeros(1, 16, 4, 64, dtype=torch.bfloat16)
     k = v = torch.zeros(1, 64, 4, 64, dtype=torch.bfloat16)
@@ -199,6 +220,9 @@ def test_bad_descriptions_are_refused():
         H.AttnProblem(b=1, h=4, hk=4, sq=1, sk=1, d=64, dtype="int8")
     with pytest.raises(ValueError, match="vendor"):
         H.DeviceInfo(vendor="intel", cc=90, sm_count=132)
+    for bandwidth in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="dram_bytes_per_us"):
+            H.DeviceInfo(cc=90, sm_count=132, dram_bytes_per_us=bandwidth)
     problem = H.AttnProblem(b=1, h=4, hk=4, sq=1, sk=1000, d=64)
     with pytest.raises(ValueError, match="family"):
         H.tiles_for("sm90", problem)
@@ -233,7 +257,8 @@ def test_binding_answers_what_explain_reports(shape, requested):
     props = torch.cuda.get_device_properties(q.device)
     device = H.DeviceInfo(vendor="nvidia", cc=props.major * 10 + props.minor,
                           sm_count=props.multi_processor_count,
-                          smem_per_block_optin=props.shared_memory_per_block_optin)
+                          smem_per_block_optin=props.shared_memory_per_block_optin,
+                          dram_bytes_per_us=props.memory_clock_rate * props.memory_bus_width / 4e3)
     problem = H.AttnProblem(b=b, h=h, hk=hk, sq=sq, sk=sk, d=d, causal=causal)
     decision = H.check_native(
         problem, device, H.this_build(),

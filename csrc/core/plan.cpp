@@ -40,7 +40,7 @@ TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count
 
 SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& device) {
   return family == KernelFamily::kPortableMfma ? gfx9_constants(device)
-                                               : SplitHeuristicConstants{};
+                                               : nvidia_constants(device);
 }
 
 int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceInfo& device,
@@ -80,9 +80,11 @@ int key_warp_blocks_per_sm_for_run(KernelFamily family, const AttnProblem& p,
   if (family != KernelFamily::kPortableMma || requested != 0 || device.sm_count <= 0) return 0;
   const TileConfig narrow = tiles_for(family, p);
   if (narrow.block_m > kNarrowMaxRows) return 0;
-  return sm80_key_warp_blocks_per_sm(forward_blocks(p.b, p.sq, p.h, p.hk, narrow),
-                                     device.sm_count, device.smem_per_block_optin,
-                                     static_cast<int>(p.d), p.sq == 1);
+  if (p.page_size > 0 && !sm80_key_warps_walk_pages(hbm_share_over_h100(device))) return 0;
+  return sm80_key_warp_blocks_per_sm(
+      forward_blocks(p.b, p.sq, p.h, p.hk, narrow), device.sm_count, device.smem_per_block_optin,
+      static_cast<int>(p.d), p.sq == 1,
+      sm80_key_warp_min_blocks(device.sm_count, device.dram_bytes_per_us));
 }
 
 bool takes_key_warps_for_run(KernelFamily family, const AttnProblem& p,

@@ -93,7 +93,7 @@ TileConfig tiles_for(KernelFamily family, const AttnProblem& problem);
 TileConfig tiles_for_run(KernelFamily family, const AttnProblem& problem, int sm_count,
                          int num_splits);
 
-// The heuristic's constants for a kernel family on a device: the H100 fit for the NVIDIA
+// The heuristic's constants for a kernel family on a device: nvidia_constants for the NVIDIA
 // families, gfx9_constants for the MFMA kernels.
 SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& device);
 

@@ -114,16 +114,48 @@ constexpr bool sm80_key_warp_tiles_fit(const TileConfig& tiles, int head_dim,
                                 kSmemReservedPerBlock) <= smem_per_block + kSmemReservedPerBlock;
 }
 
+// HBM bandwidth one block of the full key-warp tile covers, bytes per microsecond of the HBM's
+// peak: the tile starts where its blocks together cover the peak (sm80_key_warp_min_blocks).
+// Below that, one-warp blocks split by the heuristic keep more copies in flight. The value fits
+// the crossovers measured on both GPUs (decode, d=64 and 128, 8-32k keys, against the
+// heuristic's split): between 40 and 48 blocks on the H100 (3.35 TB/s: 47 blocks), at 64-72 on
+// the H200 (4.81 TB/s: 67 blocks; at 64 the split ran 3% slower to 8% faster on five shapes, at
+// 72 2-6% slower over 8k keys and 1-2% faster over 32k; docs/design.md).
+constexpr double kKeyWarpBlockBytesPerUs = 72e3;
+
+// The fewest unsplit blocks the key-warp tile takes: a third of the SMs' count (fewer one-warp
+// blocks split fill more SMs) and, where the HBM's peak is known, the blocks that cover it.
+constexpr long long sm80_key_warp_min_blocks(int sm_count, double dram_bytes_per_us) {
+  const long long third = (static_cast<long long>(sm_count) + 2) / 3;
+  const double covering = dram_bytes_per_us / kKeyWarpBlockBytesPerUs;
+  long long need = static_cast<long long>(covering);
+  if (static_cast<double>(need) < covering) ++need;
+  return need > third ? need : third;
+}
+
+// Whether paged calls take the key-warp tile on a device whose SMs each get hbm_share times the
+// H100's HBM bandwidth (hbm_share_over_h100): only up to kPagedKeyWarpMaxHbmShare. The paged walk
+// issues about a third more instructions than the contiguous one (table entries, page offsets)
+// on the tile's four warps an SM: on the H100 they keep up (paged 1.01-1.11x the contiguous
+// time), on the H200 (1.44) they do not (1.05-1.21x at 64-160 blocks; the one-warp tile split by
+// the heuristic reads the same pages 4-20% faster at 64-96 blocks and at 160, within 3% either
+// way at 112-144; docs/design.md).
+constexpr double kPagedKeyWarpMaxHbmShare = 1.2;
+constexpr bool sm80_key_warps_walk_pages(double hbm_share) {
+  return hbm_share <= kPagedKeyWarpMaxHbmShare;
+}
+
 // The key-warp tile an sm80 call left to the heuristic (num_splits = 0) runs unsplit on the
 // narrow tile, as its blocks an SM (sm80_key_warp_tile_config), or 0 for none. Its unsplit
 // grid of `blocks` blocks (a (batch, k/v head) pair's row tiles) takes, for decode of one query
 // token,
-//   - the full tile, one block an SM, from a third of the SMs' count to the count (from two
-//     thirds of it with its copies staggered, sm80_key_warp_staggered),
+//   - the full tile, one block an SM, from min_blocks (sm80_key_warp_min_blocks: a third of the
+//     SMs' count on the H100) to the count (from two thirds of it with its copies staggered,
+//     sm80_key_warp_staggered),
 //   - the half-size tile, two blocks an SM, from there to 1.5 times the count (one wave; past
 //     1.1 times it staggered),
-// and for several query tokens (multi-token decode) the full tile from a third of the count to
-// the count, where the SM has the shared memory for them (sm_80 and sm_90 do; sm_86 and sm_89,
+// and for several query tokens (multi-token decode) the full tile from min_blocks to the count,
+// where the SM has the shared memory for them (sm_80 and sm_90 do; sm_86 and sm_89,
 // with 99 KB a block, do not). One-warp blocks that few stream below the HBM's rate, so the
 // heuristic splits them (G = 2-8) and pays partials and a combine; key-warp blocks keep four
 // warps' copies in flight instead. Measured on the H100 (132 SMs; d=64 and 128, 2-16k keys,
@@ -141,9 +173,9 @@ constexpr bool sm80_key_warp_tiles_fit(const TileConfig& tiles, int head_dim,
 // count is not).
 constexpr int sm80_key_warp_blocks_per_sm(long long blocks, int sm_count,
                                           long long smem_per_block, int head_dim,
-                                          bool one_query) {
+                                          bool one_query, long long min_blocks) {
   const long long most = one_query ? 3LL * sm_count : 2LL * sm_count;  // 1.5 or 1 x the SMs
-  if (blocks * 3 < sm_count || blocks * 2 > most) return 0;
+  if (blocks < min_blocks || blocks * 2 > most) return 0;
   const bool half_size = one_query && blocks > sm_count;
   const int per_sm = half_size ? 2 : 1;
   const TileConfig tiles = sm80_key_warp_tile_config(head_dim, per_sm);

@@ -43,14 +43,28 @@ inline int64_t value_head_dim(const AttnProblem& p) { return p.dv > 0 ? p.dv : p
 
 // The GPU a call runs on. cc = compute capability (major*10 + minor on NVIDIA, e.g. 90);
 // arch = the AMD target (gcnArchName without its feature flags, e.g. "gfx942"); sm_count = SMs
-// on NVIDIA, compute units on AMD.
+// on NVIDIA, compute units on AMD; dram_bytes_per_us = the HBM's peak bandwidth (two transfers a
+// memory clock over the bus), 0 where unknown.
 struct DeviceInfo {
   Vendor vendor = Vendor::kNone;
   int cc = 0;
   int sm_count = 0;
   int64_t smem_per_block_optin = 0;  // bytes
   std::string arch;
+  double dram_bytes_per_us = 0.0;
 };
+
+// The H100 (SXM) the sm80 key-warp rule and the heuristic's constants were measured on: its HBM's
+// 3.35 TB/s (2619 MHz, a 5120-bit bus) over its 132 SMs.
+constexpr double kH100DramBytesPerUs = 2619e3 * 5120 / 4000;
+constexpr int kH100SmCount = 132;
+
+// The HBM bandwidth each SM of the device gets, over the H100's (1 where it is unknown). Memory-
+// bound tiles need bytes in flight in proportion to it (an H200: 4.81 TB/s over 132 SMs, 1.44).
+inline double hbm_share_over_h100(const DeviceInfo& device) {
+  if (device.sm_count <= 0 || device.dram_bytes_per_us <= 0) return 1.0;
+  return device.dram_bytes_per_us / device.sm_count / (kH100DramBytesPerUs / kH100SmCount);
+}
 
 // What this build of the extension contains.
 struct BuildInfo {

@@ -154,6 +154,13 @@ Gfx9Facts gfx9_facts(const std::string& arch) {
   return kGfx9Facts[1];
 }
 
+SplitHeuristicConstants nvidia_constants(const DeviceInfo& device) {
+  SplitHeuristicConstants c;
+  const double in_flight = c.slots_per_sm_narrow * hbm_share_over_h100(device);
+  c.slots_per_sm_narrow = std::max(c.slots_per_sm_narrow, std::round(in_flight));
+  return c;
+}
+
 SplitHeuristicConstants gfx9_constants(const DeviceInfo& device) {
   const Gfx9Facts facts = gfx9_facts(device.arch);
   SplitHeuristicConstants c;

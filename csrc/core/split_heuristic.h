@@ -110,6 +110,15 @@ int resolve_num_splits(int requested, const AttnProblem& problem, const DeviceIn
                        const TileConfig& tiles,
                        const SplitHeuristicConstants& constants = SplitHeuristicConstants{});
 
+// The constants of the NVIDIA kernels on a device: the H100 fit, with the narrow (decode) tiles'
+// slots_per_sm_narrow scaled by the HBM bandwidth each SM gets over the H100's
+// (hbm_share_over_h100) and rounded to whole blocks, where that makes more than two. A one-warp
+// block keeps a key block in flight, and the HBM needs bytes in flight in proportion to its
+// bandwidth: on the H200 (1.44 times the H100's share, three slots) nine of ten decode shapes of
+// 8-64 blocks ran fastest split into about three blocks an SM, and the heuristic's G there runs
+// 1.7-2.9% faster than at two slots, 6-8% over pages (docs/design.md).
+SplitHeuristicConstants nvidia_constants(const DeviceInfo& device);
+
 // Published figures of an AMD target the gfx9 constants are derived from: its compute units,
 // the dense bf16 rate an attention forward reaches on it (aiter's hand-written forward: 592
 // TFLOPS at d=128 on MI300X, about 1438 on MI355X; MI250X's peak scaled by the same fraction as

@@ -193,18 +193,22 @@ std::string problem_repr(const AttnProblem& p) {
 }
 
 DeviceInfo make_device(const std::string& vendor, int cc, int sm_count,
-                       int64_t smem_per_block_optin, const std::string& arch) {
-  if (cc < 0 || sm_count < 0 || smem_per_block_optin < 0) {
-    throw py::value_error("DeviceInfo needs cc, sm_count, smem_per_block_optin >= 0");
+                       int64_t smem_per_block_optin, const std::string& arch,
+                       double dram_bytes_per_us) {
+  if (cc < 0 || sm_count < 0 || smem_per_block_optin < 0 || !(dram_bytes_per_us >= 0)) {
+    throw py::value_error(
+        "DeviceInfo needs cc, sm_count, smem_per_block_optin, dram_bytes_per_us >= 0");
   }
-  return DeviceInfo{vendor_named(vendor), cc, sm_count, smem_per_block_optin, arch};
+  return DeviceInfo{vendor_named(vendor), cc, sm_count, smem_per_block_optin, arch,
+                    dram_bytes_per_us};
 }
 
 std::string device_repr(const DeviceInfo& d) {
   return std::string("DeviceInfo(vendor='") + vendor_name(d.vendor) +
          "', cc=" + std::to_string(d.cc) + ", sm_count=" + std::to_string(d.sm_count) +
          ", smem_per_block_optin=" + std::to_string(d.smem_per_block_optin) + ", arch='" +
-         d.arch + "')";
+         d.arch + "', dram_bytes_per_us=" +
+         py::repr(py::float_(d.dram_bytes_per_us)).cast<std::string>() + ")";
 }
 
 
@@ -273,14 +277,17 @@ void bind_descriptions(py::module_& h) {
 
   py::class_<DeviceInfo>(h, "DeviceInfo",
                          "The GPU a call runs on: vendor ('nvidia', 'amd', 'none'), compute "
-                         "capability (major * 10 + minor) and SM (CU) count.")
+                         "capability (major * 10 + minor), SM (CU) count and the HBM's peak "
+                         "bandwidth in bytes per microsecond (0: unknown).")
       .def(py::init(&make_device), py::kw_only(), py::arg("vendor") = "nvidia", py::arg("cc") = 0,
-           py::arg("sm_count"), py::arg("smem_per_block_optin") = 0, py::arg("arch") = "")
+           py::arg("sm_count"), py::arg("smem_per_block_optin") = 0, py::arg("arch") = "",
+           py::arg("dram_bytes_per_us") = 0.0)
       .def_property_readonly("vendor", [](const DeviceInfo& d) { return vendor_name(d.vendor); })
       .def_readonly("cc", &DeviceInfo::cc)
       .def_readonly("arch", &DeviceInfo::arch)
       .def_readonly("sm_count", &DeviceInfo::sm_count)
       .def_readonly("smem_per_block_optin", &DeviceInfo::smem_per_block_optin)
+      .def_readonly("dram_bytes_per_us", &DeviceInfo::dram_bytes_per_us)
       .def("__repr__", &device_repr);
 
   py::class_<BuildInfo>(h, "BuildInfo",

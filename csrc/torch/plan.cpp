@@ -1,6 +1,8 @@
 #include "plan.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -67,6 +69,25 @@ AttnProblem describe(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   return p;
 }
 
+#if defined(FLASHSPLIT_WITH_CUDA) && !defined(FLASHSPLIT_WITH_HIP)
+// The HBM's peak bandwidth of an NVIDIA device, bytes per microsecond: two transfers a memory
+// clock (kHz) over the bus (bits). Asked of the driver once per device.
+double dram_bytes_per_us(int device) {
+  constexpr int kDevices = 64;
+  static std::array<std::atomic<double>, kDevices> known{};
+  if (device < 0 || device >= kDevices) return 0.0;
+  double bytes = known[device].load(std::memory_order_relaxed);
+  if (bytes == 0.0) {
+    int clock_khz = 0, bus_bits = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device));
+    bytes = 2.0 * clock_khz * 1e3 * bus_bits / 8.0 / 1e6;
+    known[device].store(bytes, std::memory_order_relaxed);
+  }
+  return bytes;
+}
+#endif
+
 DeviceInfo describe_device(const at::Tensor& q) {
   DeviceInfo info;
 #ifdef FLASHSPLIT_WITH_CUDA
@@ -82,6 +103,7 @@ DeviceInfo describe_device(const at::Tensor& q) {
 #else
     info.vendor = Vendor::kNvidia;
     info.cc = prop->major * 10 + prop->minor;
+    info.dram_bytes_per_us = dram_bytes_per_us(q.device().index());
 #endif
   }
 #else

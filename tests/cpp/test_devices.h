@@ -1,4 +1,4 @@
-// The GPUs and builds the core tests describe: an H100 and an MI300X, and builds with the
+// The GPUs and builds the core tests describe: an H100, an H200 and an MI300X, and builds with the
 // Hopper kernels and with the AMD kernels.
 #pragma once
 
@@ -8,7 +8,14 @@
 namespace flashsplit {
 namespace testing {
 
-inline DeviceInfo h100() { return DeviceInfo{Vendor::kNvidia, 90, 132, 227 * 1024}; }
+// The H100 SXM (HBM3, 2619 MHz x 5120 bits) and the H200 (HBM3e as the driver reports it:
+// 3201 MHz x 6016 bits, 4.81 TB/s), both of 132 SMs.
+inline DeviceInfo h100() {
+  return DeviceInfo{Vendor::kNvidia, 90, 132, 227 * 1024, "", kH100DramBytesPerUs};
+}
+inline DeviceInfo h200() {
+  return DeviceInfo{Vendor::kNvidia, 90, 132, 227 * 1024, "", 3201e3 * 6016 / 4000};
+}
 
 inline DeviceInfo mi300x() { return DeviceInfo{Vendor::kAmd, 0, 304, 64 * 1024, "gfx942"}; }
 

@@ -18,6 +18,7 @@ namespace {
 
 using testing::amd_build;
 using testing::h100;
+using testing::h200;
 using testing::hopper_build;
 using testing::hopper_build_every_head_dim;
 using testing::mi300x;
@@ -284,16 +285,17 @@ TEST(Plan, PortableGridPacksHeadsAndSplits) {
   EXPECT_FALSE(plan.tail.active());
 }
 
-TEST(Plan, UnsplitNarrowGridsOfAThirdToOneAndAHalfSmCountsRunKeyWarps) {
-  // The H100's 132 SMs: 44 to 198 (batch, k/v head) blocks of decode take the key-warp tile,
-  // unsplit, where the heuristic is asked: the full tile to 132, its copies staggered from 88
-  // (two thirds of 132), and the half-size tile, two blocks an SM, from 133 to 198 (1.5 x 132),
-  // staggered past 145 (1.1 x 132); fewer or more blocks keep the one-warp tile.
+TEST(Plan, UnsplitNarrowGridsThatCoverTheHbmToOneAndAHalfSmCountsRunKeyWarps) {
+  // The H100's 132 SMs: 47 to 198 (batch, k/v head) blocks of decode take the key-warp tile,
+  // unsplit, where the heuristic is asked: from the blocks that cover its HBM's 3.35 TB/s at
+  // 72 GB/s each, the full tile to 132, its copies staggered from 88 (two thirds of 132), and
+  // the half-size tile, two blocks an SM, from 133 to 198 (1.5 x 132), staggered past 145
+  // (1.1 x 132); fewer or more blocks keep the one-warp tile.
   for (int64_t d : {64, 128}) {
-    for (int64_t b : {10, 11, 21, 22, 30, 33, 34, 36, 37, 42, 43, 49, 50}) {
+    for (int64_t b : {10, 11, 12, 21, 22, 30, 33, 34, 36, 37, 42, 43, 49, 50}) {
       const AttnProblem p = problem(b, 32, 4, 1, 8192, d, false);
       const long long blocks = b * 4;
-      const int per_sm = blocks < 44 || blocks > 198 ? 0 : blocks > 132 ? 2 : 1;
+      const int per_sm = blocks < 47 || blocks > 198 ? 0 : blocks > 132 ? 2 : 1;
       EXPECT_EQ(key_warp_blocks_per_sm_for_run(KernelFamily::kPortableMma, p, h100(), 0), per_sm)
           << blocks;
       EXPECT_EQ(takes_key_warps_for_run(KernelFamily::kPortableMma, p, h100(), 0), per_sm > 0);
@@ -323,11 +325,11 @@ TEST(Plan, UnsplitNarrowGridsOfAThirdToOneAndAHalfSmCountsRunKeyWarps) {
     }
   }
   // Multi-token decode (4 tokens of a group of 4: one 16-row tile a pair) takes the full tile
-  // from 44 blocks to 132, none beyond.
-  for (int64_t b : {10, 11, 30, 33, 34, 49}) {
+  // from 47 blocks to 132, none beyond.
+  for (int64_t b : {10, 11, 12, 30, 33, 34, 49}) {
     const AttnProblem p = problem(b, 16, 4, 4, 8192, 128, true);
     const long long blocks = b * 4;
-    const int per_sm = blocks >= 44 && blocks <= 132 ? 1 : 0;
+    const int per_sm = blocks >= 47 && blocks <= 132 ? 1 : 0;
     EXPECT_EQ(key_warp_blocks_per_sm_for_run(KernelFamily::kPortableMma, p, h100(), 0), per_sm)
         << blocks;
     EXPECT_FALSE(plan_of(p).staggered_kv) << blocks;  // measured for one query token only
@@ -368,27 +370,73 @@ TEST(Plan, KeyWarpTilesFitTheirBlocksAnSmWhereTheSharedMemoryHoldsThem) {
       EXPECT_TRUE(sm80_key_warp_tiles_fit(tiles, d, 163 * 1024));  // sm_80
       EXPECT_FALSE(sm80_key_warp_tiles_fit(tiles, d, 99 * 1024));  // sm_86, sm_89
     }
-    // The A100's 108 SMs: decode of 36-108 blocks takes one an SM, staggered from 72 blocks, and
-    // 109-162 two an SM, staggered from 119; several query tokens take the full tile up to 108
-    // blocks and none beyond.
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(162, 108, 163 * 1024, d, true), 2);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(109, 108, 163 * 1024, d, true), 2);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d, true), 1);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(72, 108, 163 * 1024, d, true), 1);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(163, 108, 163 * 1024, d, true), 0);
+    // The A100's 108 SMs: decode of 36-108 blocks takes one an SM (a third of them: its 1.56
+    // TB/s need 22 blocks), staggered from 72 blocks, and 109-162 two an SM, staggered from
+    // 119; several query tokens take the full tile up to 108 blocks and none beyond.
+    EXPECT_EQ(sm80_key_warp_min_blocks(108, 1215e3 * 5120 / 4000), 36);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(162, 108, 163 * 1024, d, true, 36), 2);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(109, 108, 163 * 1024, d, true, 36), 2);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d, true, 36), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(72, 108, 163 * 1024, d, true, 36), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(163, 108, 163 * 1024, d, true, 36), 0);
     EXPECT_FALSE(sm80_key_warp_staggered(71, 108, 1, true));
     EXPECT_TRUE(sm80_key_warp_staggered(72, 108, 1, true));
     EXPECT_FALSE(sm80_key_warp_staggered(72, 108, 1, false));
     EXPECT_FALSE(sm80_key_warp_staggered(118, 108, 2, true));
     EXPECT_TRUE(sm80_key_warp_staggered(119, 108, 2, true));
     EXPECT_TRUE(sm80_key_warp_staggered(162, 108, 2, true));
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(100, 108, 163 * 1024, d, false), 1);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d, false), 1);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(109, 108, 163 * 1024, d, false), 0);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(35, 108, 163 * 1024, d, false), 0);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(100, 108, 163 * 1024, d, false, 36), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d, false, 36), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(109, 108, 163 * 1024, d, false, 36), 0);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(35, 108, 163 * 1024, d, false, 36), 0);
   }
   EXPECT_EQ(sm80_key_warp_tile_config(64, 3).block_m, 0);
   EXPECT_EQ(sm80_key_warp_tile_config(96, 1).block_m, 0);
+}
+
+TEST(Plan, KeyWarpsAndDecodeSlotsFollowTheHbmsBandwidth) {
+  // The full key-warp tile starts where its blocks cover the HBM's peak at 72 GB/s each: 47
+  // blocks on the H100, 67 on the H200, a third of the SMs where the bandwidth is unknown.
+  EXPECT_EQ(sm80_key_warp_min_blocks(132, h100().dram_bytes_per_us), 47);
+  EXPECT_EQ(sm80_key_warp_min_blocks(132, h200().dram_bytes_per_us), 67);
+  EXPECT_EQ(sm80_key_warp_min_blocks(132, 0.0), 44);
+  EXPECT_NEAR(hbm_share_over_h100(h100()), 1.0, 1e-12);
+  EXPECT_NEAR(hbm_share_over_h100(h200()), 1.436, 1e-3);
+  EXPECT_EQ(hbm_share_over_h100(DeviceInfo{Vendor::kNvidia, 90, 132}), 1.0);
+  const auto per_sm = [](const AttnProblem& p, const DeviceInfo& device) {
+    return key_warp_blocks_per_sm_for_run(KernelFamily::kPortableMma, p, device, 0);
+  };
+  for (int64_t d : {64, 128}) {
+    // 64 blocks: key warps on the H100; split one-warp blocks on the H200, whose narrow slots
+    // (three an SM) let the heuristic give them more splits than on the H100.
+    const AttnProblem at64 = problem(16, 32, 4, 1, 8192, d, false);
+    EXPECT_EQ(per_sm(at64, h100()), 1);
+    EXPECT_EQ(per_sm(at64, h200()), 0);
+    EXPECT_EQ(per_sm(problem(17, 32, 4, 1, 8192, d, false), h200()), 1);  // 68 blocks
+    const LaunchPlan h200_plan = make_launch_plan(at64, h200(), hopper_build(), PlanOptions{}, 0);
+    EXPECT_EQ(h200_plan.tiles.key_warps, 1);
+    EXPECT_GT(h200_plan.num_splits, choose_num_splits(at64, h100(), tiles_for(
+                                                          KernelFamily::kPortableMma, at64)));
+    // Pages: key warps on the H100 (1.0 times its share per SM) only.
+    AttnProblem paged = problem(24, 32, 4, 1, 8192, d, false);  // 96 blocks
+    paged.per_sequence = true;
+    paged.page_size = 16;
+    EXPECT_EQ(per_sm(paged, h100()), 1);
+    EXPECT_EQ(per_sm(paged, h200()), 0);
+    paged.page_size = 0;
+    EXPECT_EQ(per_sm(paged, h200()), 1);
+  }
+  // The heuristic's narrow slots scale with the share, rounded to whole blocks, where that is
+  // more than the H100's two.
+  const double h100_slots = SplitHeuristicConstants{}.slots_per_sm_narrow;
+  EXPECT_EQ(nvidia_constants(h100()).slots_per_sm_narrow, h100_slots);
+  const DeviceInfo a100{Vendor::kNvidia, 80, 108, 163 * 1024, "", 1215e3 * 5120 / 4000};
+  EXPECT_EQ(nvidia_constants(a100).slots_per_sm_narrow, h100_slots);
+  EXPECT_EQ(nvidia_constants(h200()).slots_per_sm_narrow, 3.0);  // 2 x 1.44, rounded
+  EXPECT_EQ(constants_for(KernelFamily::kPortableMma, h200()).slots_per_sm_narrow,
+            nvidia_constants(h200()).slots_per_sm_narrow);
+  EXPECT_EQ(nvidia_constants(h200()).dram_bytes_per_us,
+            SplitHeuristicConstants{}.dram_bytes_per_us);
 }
 
 TEST(Plan, MultiTokenDecodeOfUpTo32PackedRowsRunsTheNarrowTile) {
