@@ -17,7 +17,10 @@ Evaluate mode (any machine where the extension is built, GPU kernels or not):
   a flag, e.g. --combine-us 4; the defaults are the C++ ones). Every modelled time and G comes
   from flashsplit._C.heuristic, the functions the plan itself calls, so the model is the
   product's: resolve_splits_for on the kernel family that ran (the row's "kernel"; CSVs older
-  than that column ran the portable kernels), the shape, and a device of the row's SM count.
+  than that column ran the portable kernels), the shape, and a device of the row's SM count
+  and HBM bandwidth (rows without it: unknown). The constants of the command line stand in for
+  the device's own: for a GPU whose SMs get more bandwidth than the H100's, pass the narrow
+  slots nvidia_constants gives it (--slots-per-sm-narrow 3 on the H200).
   --search tunes the constants by coordinate descent and prints the ones to put back into
   csrc/core/split_heuristic.h; --exclude-shapes-in OTHER_CSV scores only the shapes another CSV
   lacks (a held-out check of constants fitted on it).
@@ -26,7 +29,7 @@ Raw CSV, one row per (shape, G): the shape (b, h, hk, sq, sk, d, causal, dtype),
 family and the tiles of the call at num_splits = 0 as explain reported them (block_m, block_n,
 blocks_per_sm; grid_blocks, thread blocks per split), key_blocks (of the split calls' tiles,
 which clamp a requested G), heuristic_g (explain's G), requested_g, g (the G that ran), the
-median, p10 and p90 times in ms, and a status.
+median, p10 and p90 times in ms, a status, and the HBM's peak bandwidth (dram_bytes_per_us).
 
 benchmarks/data/ holds the H100 datasets the shipped constants were fitted on and checked
 against (docs/design.md, "The split heuristic"): h100_iteration_fit.csv (the per-iteration
@@ -68,7 +71,7 @@ CANDIDATE_SPLITS = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 
                     80, 96, 112, 128, 160, 192, 256]
 RAW_FIELDS = ["b", "h", "hk", "sq", "sk", "d", "causal", "dtype", "sms", "kernel", "block_m",
               "block_n", "blocks_per_sm", "key_blocks", "grid_blocks", "heuristic_g",
-              "requested_g", "g", "ms", "p10_ms", "p90_ms", "status"]
+              "requested_g", "g", "ms", "p10_ms", "p90_ms", "status", "dram_bytes_per_us"]
 SLOWER_THAN_G1 = 1.02  # "more than 2 % slower than no split"
 PORTABLE = "portable_mma"  # the family of rows measured before the kernel column existed
 SPLIT_HEURISTIC_H = "csrc/core/split_heuristic.h"
@@ -157,7 +160,10 @@ def measure(args):
     dtype = T.parse_dtype(torch, args.dtype)
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     sms = props.multi_processor_count
-    device = H.DeviceInfo(vendor="nvidia", cc=props.major * 10 + props.minor, sm_count=sms)
+    # The HBM's peak, as the plan reads it: two transfers a memory clock (kHz) over the bus.
+    hbm = 2.0 * props.memory_clock_rate * 1e3 * props.memory_bus_width / 8 / 1e6
+    device = H.DeviceInfo(vendor="nvidia", cc=props.major * 10 + props.minor, sm_count=sms,
+                          dram_bytes_per_us=hbm)
     args.cc = device.cc  # the report models this GPU
     os.makedirs(args.out, exist_ok=True)
     raw_path = os.path.join(args.out, "tune_num_splits_raw.csv")
@@ -194,7 +200,7 @@ def measure(args):
                            f"flashsplit._C.heuristic G={model_g}")
             n_blocks = math.ceil(sk / int(details["split_block_n"]))
             gs = sorted({g for g in args.split_list if g <= n_blocks} | {1, heuristic_g})
-            common = dict(shape, dtype=args.dtype, sms=sms, kernel=kernel,
+            common = dict(shape, dtype=args.dtype, sms=sms, dram_bytes_per_us=hbm, kernel=kernel,
                           block_m=details["block_m"], block_n=details["block_n"],
                           blocks_per_sm=details["blocks_per_sm"], key_blocks=n_blocks,
                           grid_blocks=details["grid_blocks"], heuristic_g=heuristic_g)
@@ -278,7 +284,8 @@ class Model:
         self.problem = H.AttnProblem(b=int(info["b"]), h=int(info["h"]), hk=int(info["hk"]),
                                      sq=int(info["sq"]), sk=int(info["sk"]), d=int(info["d"]),
                                      causal=str(info["causal"]) == "True", dtype=info["dtype"])
-        self.device = H.DeviceInfo(vendor="nvidia", cc=cc, sm_count=int(info["sms"]))
+        self.device = H.DeviceInfo(vendor="nvidia", cc=cc, sm_count=int(info["sms"]),
+                                   dram_bytes_per_us=float(info.get("dram_bytes_per_us") or 0))
         self.tiles = H.tiles_for(self.family, self.problem)
         self.key_blocks = -(-self.problem.sk // self.tiles.block_n) if self.tiles.block_n else 1
 

@@ -182,8 +182,8 @@ def test_kvcache_decode_on_the_key_warp_tile(dtype, b, d, paged, sq):
     narrow tile with key warps, whose warps merge their softmax states (on the H100 and the
     H200 the full tile at b=18 and, with staggered copies, at b=24 and sq=1; the half-size one
     at b=36 and sq=1, with staggered copies at b=40; over pages on the H100 only, the H200
-    splits one-warp blocks there); num_splits=1 runs the one-warp tile. Both against naive_attention, with poison past every
-    sequence's keys."""
+    splits one-warp blocks there); num_splits=1 runs the one-warp tile. Both against
+    naive_attention, with poison past every sequence's keys."""
     s, h, hk = 2048, 16, 4
     lens = ([0, 1, 5, 31, 33, 63, 64, 65, 127, 129, 255, 257, 700, 1000, 1500, 2047 - sq] * 3)[:b]
     gen = torch.Generator().manual_seed(b + d + sq + (paged or 0))
