@@ -149,8 +149,8 @@ constexpr bool sm80_key_warps_walk_pages(double hbm_share) {
 // narrow tile, as its blocks an SM (sm80_key_warp_tile_config), or 0 for none. Its unsplit
 // grid of `blocks` blocks (a (batch, k/v head) pair's row tiles) takes, for decode of one query
 // token,
-//   - the full tile, one block an SM, from min_blocks (sm80_key_warp_min_blocks: a third of the
-//     SMs' count on the H100) to the count (from two thirds of it with its copies staggered,
+//   - the full tile, one block an SM, from min_blocks (sm80_key_warp_min_blocks: 47 on the H100,
+//     67 on the H200) to the count (from two thirds of it with its copies staggered,
 //     sm80_key_warp_staggered),
 //   - the half-size tile, two blocks an SM, from there to 1.5 times the count (one wave; past
 //     1.1 times it staggered),
