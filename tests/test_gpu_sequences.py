@@ -134,6 +134,10 @@ def _hbm_bytes_per_us(props):
     return 2.0 * props.memory_clock_rate * 1e3 * props.memory_bus_width / 8 / 1e6
 
 
+# The H100's HBM (2619 MHz x 5120 bits) over its 132 SMs.
+_H100_BYTES_PER_US_PER_SM = 2619e3 * 5120 / 4000 / 132
+
+
 def _key_warp_blocks_per_sm(blocks, d, sq=1, paged=False):
     """The key-warp tile the plan gives `blocks` unsplit narrow blocks of sq query tokens on this
     GPU, as its blocks an SM (0: none). The rule of core/portable_tiles.h: for one token the full
@@ -146,7 +150,7 @@ def _key_warp_blocks_per_sm(blocks, d, sq=1, paged=False):
     props = torch.cuda.get_device_properties(0)
     sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
     hbm = _hbm_bytes_per_us(props)
-    if paged and hbm / sms > 1.2 * (2619e3 * 5120 / 4000) / 132:
+    if paged and hbm / sms > 1.2 * _H100_BYTES_PER_US_PER_SM:
         return 0
     fewest = max(-(-sms // 3), math.ceil(hbm / 72e3))
     if blocks < fewest or 2 * blocks > (3 if sq == 1 else 2) * sms:
@@ -160,9 +164,10 @@ def _key_warp_blocks_per_sm(blocks, d, sq=1, paged=False):
 def _key_warps_staggered(blocks, per_sm, sq=1):
     """Whether the key-warp tile copies each key block's K and V apart (sm80_key_warp_staggered):
     for one token, the full tile from two thirds of the SMs' count, the half-size tile past 1.1
-    times it."""
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if sq != 1 or per_sm == 0:
+    times it, where each SM gets at most 1.2 times the H100's share of HBM bandwidth."""
+    props = torch.cuda.get_device_properties(0)
+    sms = props.multi_processor_count
+    if sq != 1 or per_sm == 0 or _hbm_bytes_per_us(props) / sms > 1.2 * _H100_BYTES_PER_US_PER_SM:
         return False
     return 3 * blocks >= 2 * sms if per_sm == 1 else 10 * blocks > 11 * sms
 
@@ -180,10 +185,10 @@ def test_kvcache_decode_on_the_key_warp_tile(dtype, b, d, paged, sq):
     """b sequences x 4 k/v heads of 0 to 2047 cached keys (shorter than one warp's part of a
     key block, across parts and blocks) left to the heuristic: on the portable kernels the
     narrow tile with key warps, whose warps merge their softmax states (on the H100 and the
-    H200 the full tile at b=18 and, with staggered copies, at b=24 and sq=1; the half-size one
-    at b=36 and sq=1, with staggered copies at b=40; over pages on the H100 only, the H200
-    splits one-warp blocks there); num_splits=1 runs the one-warp tile. Both against
-    naive_attention, with poison past every sequence's keys."""
+    H200 the full tile at b=18 and b=24, the half-size one at b=36 and b=40; on the H100 with
+    staggered copies at b=24 and b=40 for sq=1, and over pages, where the H200 splits one-warp
+    blocks); num_splits=1 runs the one-warp tile. Both against naive_attention, with poison past
+    every sequence's keys."""
     s, h, hk = 2048, 16, 4
     lens = ([0, 1, 5, 31, 33, 63, 64, 65, 127, 129, 255, 257, 700, 1000, 1500, 2047 - sq] * 3)[:b]
     gen = torch.Generator().manual_seed(b + d + sq + (paged or 0))

@@ -219,7 +219,8 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   if (const int per_sm = key_warp_blocks_per_sm_for_run(family, p, device, wanted)) {
     plan.tiles = sm80_key_warp_tile_config(static_cast<int>(p.d), per_sm);
     plan.staggered_kv = sm80_key_warp_staggered(forward_blocks(p.b, p.sq, p.h, p.hk, plan.tiles),
-                                                device.sm_count, per_sm, p.sq == 1);
+                                                device.sm_count, per_sm, p.sq == 1,
+                                                hbm_share_over_h100(device));
   }
   // Tiles that pack heads run the sequence instances (a dense call's sequence is its batch).
   plan.sequences = p.per_sequence || p.page_size > 0 ||

@@ -81,10 +81,15 @@ constexpr TileConfig sm80_key_warp_tile_config(int head_dim, int blocks_per_sm =
 // beyond), at 160-184 blocks d=128 1.08-1.12x against 1.02-1.05x, but 0.98-1.00x at 128-136
 // blocks against 1.00-1.03x; the full tile at 88-128 blocks 0.995-1.005x at d=128 and
 // 1.03-1.16x at d=64 against 0.97-1.00x and 1.03-1.14x on the half-size tile's two stages, but
-// 0.99-1.00x at 64 blocks against 1.05-1.06x.
+// 0.99-1.00x at 64 blocks against 1.05-1.06x. Only where each SM gets at most
+// kStaggeredKeyWarpMaxHbmShare times the H100's HBM bandwidth (hbm_share_over_h100): one buffer
+// each for K and V holds fewer bytes in flight than two stages, and on the H200 (1.44) two
+// stages ran 0.5-6.5% faster at 88-176 blocks (most at 88 and 160, over long caches) and up to
+// 1% slower at 128 and 192 (decode, two alternated runs; docs/design.md).
+constexpr double kStaggeredKeyWarpMaxHbmShare = 1.2;
 constexpr bool sm80_key_warp_staggered(long long blocks, int sm_count, int blocks_per_sm,
-                                       bool one_query) {
-  if (!one_query) return false;
+                                       bool one_query, double hbm_share) {
+  if (!one_query || hbm_share > kStaggeredKeyWarpMaxHbmShare) return false;
   return blocks_per_sm == 1 ? blocks * 3 >= 2LL * sm_count : blocks * 10 > 11LL * sm_count;
 }
 

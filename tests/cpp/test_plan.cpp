@@ -379,12 +379,14 @@ TEST(Plan, KeyWarpTilesFitTheirBlocksAnSmWhereTheSharedMemoryHoldsThem) {
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d, true, 36), 1);
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(72, 108, 163 * 1024, d, true, 36), 1);
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(163, 108, 163 * 1024, d, true, 36), 0);
-    EXPECT_FALSE(sm80_key_warp_staggered(71, 108, 1, true));
-    EXPECT_TRUE(sm80_key_warp_staggered(72, 108, 1, true));
-    EXPECT_FALSE(sm80_key_warp_staggered(72, 108, 1, false));
-    EXPECT_FALSE(sm80_key_warp_staggered(118, 108, 2, true));
-    EXPECT_TRUE(sm80_key_warp_staggered(119, 108, 2, true));
-    EXPECT_TRUE(sm80_key_warp_staggered(162, 108, 2, true));
+    const DeviceInfo a100{Vendor::kNvidia, 80, 108, 163 * 1024, "", 1215e3 * 5120 / 4000};
+    const double a100_share = hbm_share_over_h100(a100);  // 0.57
+    EXPECT_FALSE(sm80_key_warp_staggered(71, 108, 1, true, a100_share));
+    EXPECT_TRUE(sm80_key_warp_staggered(72, 108, 1, true, a100_share));
+    EXPECT_FALSE(sm80_key_warp_staggered(72, 108, 1, false, a100_share));
+    EXPECT_FALSE(sm80_key_warp_staggered(118, 108, 2, true, a100_share));
+    EXPECT_TRUE(sm80_key_warp_staggered(119, 108, 2, true, a100_share));
+    EXPECT_TRUE(sm80_key_warp_staggered(162, 108, 2, true, a100_share));
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(100, 108, 163 * 1024, d, false, 36), 1);
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d, false, 36), 1);
     EXPECT_EQ(sm80_key_warp_blocks_per_sm(109, 108, 163 * 1024, d, false, 36), 0);
@@ -425,6 +427,14 @@ TEST(Plan, KeyWarpsAndDecodeSlotsFollowTheHbmsBandwidth) {
     EXPECT_EQ(per_sm(paged, h200()), 0);
     paged.page_size = 0;
     EXPECT_EQ(per_sm(paged, h200()), 1);
+    // Staggered copies (96 blocks of the full tile, 160 of the half-size one) on the H100 only.
+    for (int64_t b : {24, 40}) {
+      const AttnProblem p = problem(b, 32, 4, 1, 8192, d, false);
+      EXPECT_TRUE(make_launch_plan(p, h100(), hopper_build(), PlanOptions{}, 0).staggered_kv);
+      const LaunchPlan on_h200 = make_launch_plan(p, h200(), hopper_build(), PlanOptions{}, 0);
+      EXPECT_GT(on_h200.tiles.key_warps, 1);
+      EXPECT_FALSE(on_h200.staggered_kv);
+    }
   }
   // The heuristic's narrow slots scale with the share, rounded to whole blocks, where that is
   // more than the H100's two.
