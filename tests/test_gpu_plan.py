@@ -8,7 +8,8 @@ import os
 import pytest
 import torch
 
-from test_gpu_common import DEVICE_CC, PORTABLE, generator_for, rand_qkv, requires_native
+from test_gpu_common import (DEVICE_CC, PORTABLE, generator_for, hbm_share_over_h100, rand_qkv,
+                             requires_native)
 
 pytestmark = pytest.mark.gpu
 
@@ -107,8 +108,6 @@ def test_the_shapes_cover_every_walk(request):
                 ("split", "hopper_wgmma"),
                 ("split", "portable_mma"), "one block per tile", ("packs_heads", "hopper_wgmma"),
                 ("packs_heads", "portable_mma")}
-    props = torch.cuda.get_device_properties(0)
-    hbm = 2.0 * props.memory_clock_rate * 1e3 * props.memory_bus_width / 8 / 1e6
-    if hbm / props.multi_processor_count > 1.2 * 2619e3 * 5120 / 4000 / 132:
+    if hbm_share_over_h100(torch.cuda.get_device_properties(0)) > 1.2:
         expected.discard("staggered_kv")  # two stages only, where each SM gets more bandwidth
     assert expected <= seen, expected - seen

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from test_gpu_common import (  # noqa: F401 (skips off GPU)
-    DTYPE_IDS, DTYPES, PORTABLE, requires_hopper, requires_native, varlen_decision)
+    DTYPE_IDS, DTYPES, PORTABLE, hbm_share_over_h100, requires_hopper, requires_native,
+    varlen_decision)
 
 import flashsplit  # noqa: E402
 from flashsplit import _native  # noqa: E402
@@ -129,15 +130,6 @@ def test_kvcache_decode_appends_and_attends(dtype, d, page, sq):
             assert (kc[i, n + sq:] == POISON).all(), what + ": cache past the append"
 
 
-def _hbm_bytes_per_us(props):
-    """The HBM's peak bandwidth: two transfers a memory clock (kHz) over the bus (bits)."""
-    return 2.0 * props.memory_clock_rate * 1e3 * props.memory_bus_width / 8 / 1e6
-
-
-# The H100's HBM (2619 MHz x 5120 bits) over its 132 SMs.
-_H100_BYTES_PER_US_PER_SM = 2619e3 * 5120 / 4000 / 132
-
-
 def _key_warp_blocks_per_sm(blocks, d, sq=1, paged=False):
     """The key-warp tile the plan gives `blocks` unsplit narrow blocks of sq query tokens on this
     GPU, as its blocks an SM (0: none). The rule of core/portable_tiles.h: for one token the full
@@ -149,9 +141,10 @@ def _key_warp_blocks_per_sm(blocks, d, sq=1, paged=False):
     share of HBM bandwidth (3.35 TB/s over 132 SMs)."""
     props = torch.cuda.get_device_properties(0)
     sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
-    hbm = _hbm_bytes_per_us(props)
-    if paged and hbm / sms > 1.2 * _H100_BYTES_PER_US_PER_SM:
+    share = hbm_share_over_h100(props)
+    if paged and share > 1.2:
         return 0
+    hbm = share * sms * 2619e3 * 5120 / 4000 / 132
     fewest = max(-(-sms // 3), math.ceil(hbm / 72e3))
     if blocks < fewest or 2 * blocks > (3 if sq == 1 else 2) * sms:
         return 0
@@ -167,7 +160,7 @@ def _key_warps_staggered(blocks, per_sm, sq=1):
     times it, where each SM gets at most 1.2 times the H100's share of HBM bandwidth."""
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
-    if sq != 1 or per_sm == 0 or _hbm_bytes_per_us(props) / sms > 1.2 * _H100_BYTES_PER_US_PER_SM:
+    if sq != 1 or per_sm == 0 or hbm_share_over_h100(props) > 1.2:
         return False
     return 3 * blocks >= 2 * sms if per_sm == 1 else 10 * blocks > 11 * sms
 
