@@ -48,11 +48,16 @@ BUILD_INFO = dict(_C.build_info())
 PORTABLE = "portable_mfma" if ON_ROCM else "portable_mma"
 
 
+def hbm_bytes_per_us(props):
+    """The device's HBM peak as the plan reads it: two transfers a memory clock (kHz) over the
+    bus (bits)."""
+    return 2.0 * props.memory_clock_rate * 1e3 * props.memory_bus_width / 8 / 1e6
+
+
 def hbm_share_over_h100(props):
-    """The HBM bandwidth each SM of the device gets over the H100's (core/problem.h): two
-    transfers a memory clock (kHz) over the bus (bits), against 3.35 TB/s over 132 SMs."""
-    hbm = 2.0 * props.memory_clock_rate * 1e3 * props.memory_bus_width / 8 / 1e6
-    return hbm / props.multi_processor_count / (2619e3 * 5120 / 4000 / 132)
+    """The HBM bandwidth each SM of the device gets over the H100's, 3.35 TB/s over 132 SMs
+    (core/problem.h)."""
+    return hbm_bytes_per_us(props) / props.multi_processor_count / (2619e3 * 5120 / 4000 / 132)
 
 
 def _admitted():

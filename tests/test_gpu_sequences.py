@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from test_gpu_common import (  # noqa: F401 (skips off GPU)
-    DTYPE_IDS, DTYPES, PORTABLE, hbm_share_over_h100, requires_hopper, requires_native,
-    varlen_decision)
+    DTYPE_IDS, DTYPES, PORTABLE, hbm_bytes_per_us, hbm_share_over_h100, requires_hopper,
+    requires_native, varlen_decision)
 
 import flashsplit  # noqa: E402
 from flashsplit import _native  # noqa: E402
@@ -141,11 +141,9 @@ def _key_warp_blocks_per_sm(blocks, d, sq=1, paged=False):
     share of HBM bandwidth (3.35 TB/s over 132 SMs)."""
     props = torch.cuda.get_device_properties(0)
     sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
-    share = hbm_share_over_h100(props)
-    if paged and share > 1.2:
+    if paged and hbm_share_over_h100(props) > 1.2:
         return 0
-    hbm = share * sms * 2619e3 * 5120 / 4000 / 132
-    fewest = max(-(-sms // 3), math.ceil(hbm / 72e3))
+    fewest = max(-(-sms // 3), math.ceil(hbm_bytes_per_us(props) / 72e3))
     if blocks < fewest or 2 * blocks > (3 if sq == 1 else 2) * sms:
         return 0
     if sq == 1 and blocks > sms:
