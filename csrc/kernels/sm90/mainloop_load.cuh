@@ -302,34 +302,48 @@ struct FwdProducer {
     load_page_v(t, n, pages, ring);
     ring.advance();
   }
-  // Key block n's K into the ring's next stage, once the consumers have freed its K: as boxes,
-  // or copied a row at a time.
+  // One tensor of paged k/v, K or V: where its key rows come from (pool, strides, map) and go
+  // (its stages' buffers and barriers).
+  struct PagedTensor {
+    const void* pool;
+    int64_t head_stride, batch_stride, row_stride;
+    const CUtensorMap* map;
+    int slabs, tile_bytes;
+    unsigned char* stages;
+    uint64_t* empty;
+    uint64_t* full;
+  };
+  __device__ __forceinline__ PagedTensor paged_k() const {
+    return {p.k, p.k_head_stride, p.k_batch_stride, p.k_row_stride, &mp.k_map, Tiles::kSlabs,
+            Tiles::kTileBytesKV, smem.k(), smem.k_empty(), smem.k_full()};
+  }
+  __device__ __forceinline__ PagedTensor paged_v() const {
+    return {p.v, p.v_head_stride, p.v_batch_stride, p.v_row_stride, &mp.v_map, Tiles::kSlabsV,
+            Tiles::kTileBytesV, smem.v(), smem.v_empty(), smem.v_full()};
+  }
   __device__ __forceinline__ void load_page_k(const WorkTile& t, int n,
                                               const KeyBlockPages& pages) {
-    mbar_wait(&smem.k_empty()[ring.stage], ring.phase ^ 1);
-    unsigned char* dst = smem.k() + ring.stage * Tiles::kTileBytesKV;
-    if constexpr (Kt::kPageRows) {
-      copy_page_rows(pages, key_head(p.k, p.k_head_stride, t), bytes(p.k_batch_stride),
-                     bytes(p.k_row_stride), copies_by_runs(t, n), Tiles::kSlabs, dst,
-                     &smem.k_full()[ring.stage]);
-    } else {
-      mbar_arrive_expect_tx(&smem.k_full()[ring.stage], Tiles::kTileBytesKV);
-      load_page_boxes(t, n, pages, &mp.k_map, Tiles::kSlabs, dst, &smem.k_full()[ring.stage]);
-    }
+    load_page_tensor(paged_k(), t, n, pages, ring);
   }
-  // Key block n's V into its stage `at`, once the consumers have freed its V.
   __device__ __forceinline__ void load_page_v(const WorkTile& t, int n,
                                               const KeyBlockPages& pages,
                                               const RingState<Kt::kStages>& at) {
-    mbar_wait(&smem.v_empty()[at.stage], at.phase ^ 1);
-    unsigned char* dst = smem.v() + at.stage * Tiles::kTileBytesV;
+    load_page_tensor(paged_v(), t, n, pages, at);
+  }
+  // Key block n of tensor x into its stage `at`, once the consumers have freed it there: as
+  // boxes, or copied a row at a time.
+  __device__ __forceinline__ void load_page_tensor(const PagedTensor& x, const WorkTile& t, int n,
+                                                   const KeyBlockPages& pages,
+                                                   const RingState<Kt::kStages>& at) {
+    mbar_wait(&x.empty[at.stage], at.phase ^ 1);
+    unsigned char* dst = x.stages + at.stage * x.tile_bytes;
+    uint64_t* full = &x.full[at.stage];
     if constexpr (Kt::kPageRows) {
-      copy_page_rows(pages, key_head(p.v, p.v_head_stride, t), bytes(p.v_batch_stride),
-                     bytes(p.v_row_stride), copies_by_runs(t, n), Tiles::kSlabsV, dst,
-                     &smem.v_full()[at.stage]);
+      copy_page_rows(pages, key_head(x.pool, x.head_stride, t), bytes(x.batch_stride),
+                     bytes(x.row_stride), copies_by_runs(t, n), x.slabs, dst, full);
     } else {
-      mbar_arrive_expect_tx(&smem.v_full()[at.stage], Tiles::kTileBytesV);
-      load_page_boxes(t, n, pages, &mp.v_map, Tiles::kSlabsV, dst, &smem.v_full()[at.stage]);
+      mbar_arrive_expect_tx(full, x.tile_bytes);
+      load_page_boxes(t, n, pages, x.map, x.slabs, dst, full);
     }
   }
 
