@@ -7,7 +7,11 @@ events, the L2 written between calls by rotating input sets, orders rotated). Ba
 the bytes a call must move: the cache's used keys and values, q and out.
 
     python benchmarks/bench_kvcache.py [--shape b,sq,h,hk,s_cache,d ...] [--pages 16,64,256]
-                                       [--shuffle-run PAGES] [--out DIR]
+                                       [--grid N [--seed S]] [--shuffle-run PAGES] [--out DIR]
+
+--grid N draws N decode shapes from the range flashsplit is measured over (GRID_RANGE: batch
+1-64, k/v heads 1-8, query heads per k/v head 1-16, caches of 2k-512k keys, d = 64 and 128)
+and ends with each peer's ratio over the whole draw; the same seed draws the same shapes.
 
 Paged caches hold the keys in shuffled pages, as a cache allocator's free list hands them out;
 --shuffle-run N shuffles them only within runs of N neighbouring pages of the pool (an
@@ -17,6 +21,7 @@ allocator that keeps a sequence's pages near each other), 0 over the whole pool.
 import argparse
 import math
 import os
+import random
 import sys
 from collections import OrderedDict
 
@@ -34,6 +39,28 @@ DEFAULT_SHAPES = [
 ]
 
 
+# The decode range --grid draws from: (lowest, highest) batch, k/v heads, query heads per k/v
+# head and cache length, and the head dims; caches past GRID_MAX_CACHE_BYTES (k and v) are
+# drawn again, so the draw leans to shorter caches at large batches.
+GRID_RANGE = dict(b=(1, 64), hk=(1, 8), group=(1, 16), s_cache=(2048, 524288), d=(64, 128))
+GRID_MAX_CACHE_BYTES = 2 << 30
+
+
+def grid_shapes(count, seed):
+    """count decode shapes drawn from GRID_RANGE: batch, k/v heads and group uniform, the cache
+    length log-uniform (any length, not only powers of two), the head dim either."""
+    rng = random.Random(seed)
+    r = GRID_RANGE
+    shapes = []
+    while len(shapes) < count:
+        b, hk, group = (rng.randint(*r[name]) for name in ("b", "hk", "group"))
+        s = round(math.exp(rng.uniform(*map(math.log, r["s_cache"]))))
+        d = rng.choice(r["d"])
+        if 2 * b * s * hk * d * 2 <= GRID_MAX_CACHE_BYTES:
+            shapes.append((b, 1, hk * group, hk, s, d))
+    return shapes
+
+
 def parse_shape(text):
     parts = [int(x) for x in text.split(",")]
     if len(parts) != 6:
@@ -45,6 +72,9 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", type=parse_shape, action="append",
                    help="b,sq,h,hk,s_cache,d (repeatable; default: a decode grid)")
+    p.add_argument("--grid", type=int, default=0,
+                   help="draw this many decode shapes from GRID_RANGE instead of the defaults")
+    p.add_argument("--seed", type=int, default=0, help="the --grid draw's seed")
     p.add_argument("--pages", default="16,64,256", help="page sizes of the paged runs")
     p.add_argument("--shuffle-run", type=int, default=0,
                    help="shuffle pages only within runs of this many (0: the whole pool)")
@@ -52,7 +82,11 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--out", default=None, help="directory for bench_kvcache.csv")
     args = p.parse_args(argv)
-    args.shapes = args.shape or DEFAULT_SHAPES
+    if args.grid < 0:
+        p.error(f"--grid must be >= 0, got {args.grid}")
+    if args.grid and args.shape:
+        p.error("--grid draws its own shapes; give it or --shape, not both")
+    args.shapes = args.shape or (grid_shapes(args.grid, args.seed) if args.grid else DEFAULT_SHAPES)
     args.page_sizes = T.parse_int_list(args.pages)
     if args.shuffle_run < 0:
         p.error(f"--shuffle-run must be >= 0, got {args.shuffle_run}")
@@ -144,26 +178,51 @@ def run_shape(torch, flashsplit, args, shape, rows):
     return {row["method"]: row for row, _ in timed}
 
 
+def ratio_summary(ratios):
+    """One line per peer: its time over flashsplit's across the shapes (geomean, the lowest and
+    highest with their shapes) and how many shapes flashsplit is behind on (paged: past 1.10)."""
+    lines = []
+    for name, pairs in ratios.items():
+        if not pairs:
+            continue
+        values = [r for r, _ in pairs]
+        geomean = math.exp(sum(map(math.log, values)) / len(values))
+        low, high = min(pairs), max(pairs)
+        paged = name.startswith("page")
+        behind = sum(r > 1.10 for r in values) if paged else sum(r < 1.0 for r in values)
+        lines.append(f"{name}: geomean {geomean:.3f}, lowest {low[0]:.3f} at ({low[1]}), "
+                     f"highest {high[0]:.3f} at ({high[1]}); "
+                     f"{'past 1.10' if paged else 'below 1.0'} on {behind} of {len(values)}")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     args = parse_args(argv)
     torch = T.require_cuda("bench_kvcache")
     flashsplit = T.import_flashsplit("bench_kvcache")
+    peers = ["fa3", "sdpa_cudnn"] + [f"flashsplit_page{p}" for p in args.page_sizes]
+    header = ["b,sq,h,hk,s,d", "fs us", "fs TB/s", "fa3/fs", "cudnn/fs"] + \
+        [f"page{p}/fs" for p in args.page_sizes]
+    ratios = OrderedDict((name, []) for name in header[3:])
     rows, table = [], []
     for shape in args.shapes:
         T.progress(f"bench_kvcache: {shape}")
         result = run_shape(torch, flashsplit, args, shape, rows)
         fs = result.get("flashsplit")
-        cells = [",".join(map(str, shape)), T.fmt(fs and fs["ms"] * 1e3, 4),
-                 T.fmt(fs and fs["tb_per_s"], 3)]
-        for other in ["fa3", "sdpa_cudnn"] + [f"flashsplit_page{p}" for p in args.page_sizes]:
+        label = ",".join(map(str, shape))
+        cells = [label, T.fmt(fs and fs["ms"] * 1e3, 4), T.fmt(fs and fs["tb_per_s"], 3)]
+        for other, column in zip(peers, header[3:]):
             peer = result.get(other)
-            cells.append(T.fmt(peer["ms"] / fs["ms"], 3) if peer and fs else "n/a")
+            ratio = peer["ms"] / fs["ms"] if peer and fs else None
+            cells.append(T.fmt(ratio, 3) if ratio else "n/a")
+            if ratio:
+                ratios[column].append((ratio, label))
         table.append(cells)
-    header = ["b,sq,h,hk,s,d", "fs us", "fs TB/s", "fa3/fs", "cudnn/fs"] + \
-        [f"page{p}/fs" for p in args.page_sizes]
     print(T.format_table(table, header))
     print("x/fs: the other method's time over flashsplit's contiguous-cache time "
           "(> 1: flashsplit is faster; page columns: paged flashsplit, < 1.10 is within 10%)")
+    if len(args.shapes) > 1:
+        print(ratio_summary(ratios))
     T.write_results(args.out, "bench_kvcache.csv", rows)
 
 
