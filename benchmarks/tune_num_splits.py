@@ -9,6 +9,9 @@ Measure mode (needs a GPU):
   (interleaved: each repetition runs every G once, so drift during a shape's measurement falls
   on all of its G alike), and appends one CSV row per (shape, G) as it goes (a killed run keeps
   what it measured).
+  --decode-grid N measures N decode shapes of bench_kvcache's --grid draw instead (batch 1-64,
+  k/v heads 1-8, groups 1-16, caches of 2k-512k keys, d 64/128): grids of up to 512 one-warp
+  blocks, which GRID's batches of at most 8 do not reach.
 
 Evaluate mode (any machine where the extension is built, GPU kernels or not):
     python benchmarks/tune_num_splits.py --evaluate RAW_CSV [--search]
@@ -34,7 +37,9 @@ median, p10 and p90 times in ms, a status, and the HBM's peak bandwidth (dram_by
 benchmarks/data/ holds the H100 datasets the shipped constants were fitted on and checked
 against (docs/design.md, "The split heuristic"): h100_iteration_fit.csv (the per-iteration
 times; its G were timed one after another, the others interleaved), h100_prefill_fit.csv,
-h100_decode_fit.csv, h100_prefill_validation_1.csv and h100_prefill_validation_2.csv.
+h100_decode_fit.csv, h100_prefill_validation_1.csv and h100_prefill_validation_2.csv; and
+H200 decode sets of --decode-grid, h200_decode_grid_fit.csv and h200_decode_grid_validation.csv
+(score them with --slots-per-sm-narrow 3).
 
 Report: per shape, regret = time at the chosen G / best measured time; the geometric mean and
 the worst shapes; and, on grids that already fill the GPU (the row's grid_blocks >= SMs * its
@@ -114,6 +119,10 @@ def parse_args(argv=None):
                    help="measure only shapes that run the narrow (decode) tile, or only the others "
                         "(to re-measure one regime after a change to it)")
     p.add_argument("--seed", type=int, default=0, help="order in which shapes are sampled")
+    p.add_argument("--decode-grid", type=int, default=0, metavar="N",
+                   help="measure N decode shapes drawn from bench_kvcache's GRID_RANGE (batch "
+                        "1-64, k/v heads 1-8, groups 1-16, caches of 2k-512k keys, d 64/128) "
+                        "instead of GRID")
     p.add_argument("--dtype", default="bf16")
     p.add_argument("--splits", default=None,
                    help="comma list of G to try (default " +
@@ -153,6 +162,13 @@ def grid_shapes(seed):
     return shapes
 
 
+def decode_grid_shapes(count, seed):
+    """count decode shapes of bench_kvcache's --grid draw, as grid_shapes gives them."""
+    from bench_kvcache import grid_shapes as kvcache_grid
+    return [dict(b=b, h=h, hk=hk, sq=sq, sk=sk, d=d, causal=False)
+            for b, sq, h, hk, sk, d in kvcache_grid(count, seed)]
+
+
 def measure(args):
     torch = T.require_cuda("tune_num_splits")
     flashsplit = T.import_flashsplit("tune_num_splits")
@@ -172,7 +188,9 @@ def measure(args):
     with open(raw_path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=RAW_FIELDS)
         writer.writeheader()
-        for shape in grid_shapes(args.seed):
+        shapes = (decode_grid_shapes(args.decode_grid, args.seed) if args.decode_grid
+                  else grid_shapes(args.seed))
+        for shape in shapes:
             if time.perf_counter() - began > args.budget_seconds:
                 break
             if args.max_shapes is not None and shapes_done >= args.max_shapes:

@@ -188,3 +188,23 @@ def test_pick_time_borrows_only_equivalent_splits():
     assert tune.pick_time(times, 5, 8) == 1.0  # both walk 2 of 8 blocks
     assert tune.pick_time(times, 5, 8, unstable={5}) is None
     assert math.isclose(tune.pick_time(times, 1, 8), 3.0)
+
+
+def test_the_decode_grid_is_bench_kvcache_s_draw_as_decode_shapes():
+    import bench_kvcache
+    shapes = tune.decode_grid_shapes(20, seed=5)
+    assert [(s["b"], s["sq"], s["h"], s["hk"], s["sk"], s["d"]) for s in shapes] == \
+        bench_kvcache.grid_shapes(20, 5)
+    assert all(s["causal"] is False for s in shapes)
+    assert tune.parse_args(["--decode-grid", "20"]).decode_grid == 20
+
+
+@pytest.mark.parametrize("name", ["h200_decode_grid_fit", "h200_decode_grid_validation"])
+def test_the_h200_decode_sets_score_as_the_design_notes_say(name, capsys):
+    path = os.path.join(BENCH, "data", name + ".csv")
+    tune.main(["--evaluate", path, "--slots-per-sm-narrow", "3"])
+    out = capsys.readouterr().out
+    section = out.split("== C++ heuristic")[1].split("==")[0]
+    geomean = float(section.split("regret geomean")[1].split()[0])
+    worst = float(section.split("worst")[1].split()[0])
+    assert geomean <= 1.006 and worst <= 1.07, section

@@ -42,6 +42,20 @@ double slots_for(const DeviceInfo& device, const TileConfig& tiles, const SplitH
   return device.sm_count * (is_narrow(tiles) ? c.slots_per_sm_narrow : 1.0);
 }
 
+// Waves of a narrow grid of grid_blocks x g blocks over `slots` (slots_for), of which the
+// SMs hold `resident` at once. Where the unsplit grid fits the slots, a block past them waits
+// for a slot, a whole wave later. Where it does not, the grid streams the HBM at its rate from
+// G = 1 on, and blocks up to the resident ones share that rate rather than queue: slots x 1.01
+// blocks are 1.01 waves, not 2 (H200, (50,1,16,8,3595,64), 400 one-warp blocks: G = 1 88.8 us,
+// the G = 2 that two waves chose 106.8). Blocks past the resident ones wait for a wave of them.
+double narrow_waves(int64_t grid_blocks, int g, double slots, double resident) {
+  const double blocks = static_cast<double>(grid_blocks) * g;
+  if (grid_blocks <= slots || resident <= slots) return std::ceil(blocks / slots);
+  const double full = std::floor(blocks / resident);
+  const double rest = blocks - full * resident;
+  return full * resident / slots + (rest > 0 ? std::max(1.0, rest / slots) : 0.0);
+}
+
 // The native kernels take fp16 / bf16 inputs and write fp32 partials (+ one lse per row).
 constexpr double kElementBytes = 2.0, kPartialBytes = 4.0;
 
@@ -56,7 +70,10 @@ double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
   if (grid_blocks <= 0 || slots <= 0) return -1.0;
 
   const double blocks = static_cast<double>(grid_blocks) * g;
-  const double waves = std::ceil(blocks / slots);
+  const double waves =
+      narrow ? narrow_waves(grid_blocks, g, slots,
+                            static_cast<double>(device.sm_count) * tiles.blocks_per_sm)
+             : std::ceil(blocks / slots);
   const int64_t per_split = (num_key_blocks(problem, tiles) + g - 1) / g;
   const double overhead = narrow        ? c.narrow_block_overhead
                           : tiles.wgmma ? c.block_overhead_hopper

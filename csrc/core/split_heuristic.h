@@ -23,7 +23,9 @@ struct SplitHeuristicConstants {
   double portable_iteration_us_d128 = 1.70;
   double narrow_iteration_us = 1.2;
   // Narrow (decode) tiles: blocks per SM that run at full speed together (they are memory-
-  // bound, so more than two only queue). Wide tiles: one per SM, see co_resident_speedup.
+  // bound): a grid under them splits up to them, and one past them unsplit shares the HBM's
+  // rate among its resident blocks (see waves below). Wide tiles: one per SM, see
+  // co_resident_speedup.
   double slots_per_sm_narrow = 2.0;
   // Narrow tiles: blocks on one SM share it, so once there are more blocks than SMs the
   // busiest SM, with ceil(blocks / SMs), sets the pace: compute is scaled by
@@ -83,6 +85,10 @@ struct SplitHeuristicConstants {
 //            x (ceil(blocks / SMs) / (blocks / SMs)) ^ narrow_crowding for narrow tiles once
 //            blocks > SMs),
 // waves = ceil(grid_blocks * g / slots), slots = SMs (x slots_per_sm_narrow for narrow tiles);
+//         for a narrow grid past its slots unsplit (grid_blocks > slots), blocks up to the SMs'
+//         resident ones (SMs x blocks_per_sm) share the HBM's rate instead: each full wave of
+//         resident blocks counts resident / slots waves, the rest its share of the slots, at
+//         least one;
 // memory = (K and V once per k/v head + Q + O + [g > 1] partials written) / bandwidth,
 //          scaled by the one-wave imbalance (wide tiles) and partial-wave penalty above,
 //          + (waves - 1) * narrow_block_overhead * iteration time for narrow tiles (past the

@@ -16,6 +16,7 @@
 #include "core/plan.h"
 #include "core/portable_tiles.h"
 #include "core/split_heuristic.h"
+#include "test_devices.h"
 
 namespace flashsplit {
 namespace {
@@ -81,7 +82,14 @@ long double formula_us(const AttnProblem& p, const TileConfig& t, int sm_count, 
   }
   const long double slots = slots_of(t, sm_count, c);
   const long double blocks = static_cast<long double>(grid_blocks(p, t)) * g;
-  const long double waves = std::ceil(blocks / slots);
+  long double waves = std::ceil(blocks / slots);
+  // A narrow grid past its slots unsplit: waves of the resident blocks, resident / slots each,
+  // and what is left as its share of the slots, at least one wave.
+  const long double resident = static_cast<long double>(sm_count) * t.blocks_per_sm;
+  if (narrow && grid_blocks(p, t) > slots && resident > slots) {
+    const long double whole = std::floor(blocks / resident), left = blocks - whole * resident;
+    waves = whole * resident / slots + (left > 0 ? std::max<long double>(1, left / slots) : 0);
+  }
   const int64_t per_split = (key_blocks(p, t) + g - 1) / g;
   const long double overhead = narrow    ? c.narrow_block_overhead
                                : t.wgmma ? c.block_overhead_hopper
@@ -258,6 +266,32 @@ TEST(SplitHeuristic, ChoosesANearBestGOnLongDecodeShapes) {
     EXPECT_NE(std::find(k.good.begin(), k.good.end(), g), k.good.end())
         << describe(p, 132) << " chose G=" << g;
   }
+}
+
+// One-warp decode blocks past the slots of a grid that fills them unsplit run beside the others
+// (six an SM fit), so they add a fraction of a wave, not a wave: 400 blocks on an H200 (396
+// slots) stay unsplit, where two waves had G = 2 run 800 (106.8 us against G = 1's 88.8).
+// Blocks past the resident ones still wait for a wave, and a grid under its slots still splits
+// up to them.
+TEST(SplitHeuristic, NarrowBlocksPastTheSlotsShareTheWaveTheyAreResidentIn) {
+  const DeviceInfo device = testing::h200();
+  const SplitHeuristicConstants c = nvidia_constants(device);
+  ASSERT_EQ(c.slots_per_sm_narrow, 3.0);
+  const AttnProblem past = shape(50, 16, 8, 1, 3595, 64), under = shape(49, 16, 8, 1, 3595, 64);
+  const TileConfig tiles = tiles_for(past);
+  ASSERT_EQ(grid_blocks(past, tiles), 400);
+  ASSERT_EQ(grid_blocks(under, tiles), 392);
+  EXPECT_EQ(choose_num_splits(past, device, tiles, c), 1);
+  // Eight blocks more than 392 cost a fraction of a wave (and the busier SMs), not a wave.
+  const double g1 = modelled_split_us(past, device, tiles, 1, c);
+  EXPECT_LT(g1, 1.2 * modelled_split_us(under, device, tiles, 1, c));
+  // Past the resident blocks (6 x 132 = 792) a wave of them waits: G = 2 runs 800.
+  EXPECT_GT(modelled_split_us(past, device, tiles, 2, c), 1.25 * g1);
+  // A grid under its slots splits up to them as before: 64 blocks of 8192 keys.
+  const AttnProblem few = shape(8, 64, 8, 1, 8192, 128);
+  const int g = choose_num_splits(few, device, tiles_for(few), c);
+  EXPECT_GT(g, 1);
+  EXPECT_LE(grid_blocks(few, tiles_for(few)) * g, 396);
 }
 
 TEST(SplitHeuristic, AManyWaveGridNeedsALargerModelledGain) {
