@@ -132,21 +132,24 @@ def test_kvcache_decode_appends_and_attends(dtype, d, page, sq):
 
 def _key_warp_blocks_per_sm(blocks, d, sq=1, paged=False):
     """The key-warp tile the plan gives `blocks` unsplit narrow blocks of sq query tokens on this
-    GPU, as its blocks an SM (0: none). The rule of core/portable_tiles.h: for one token the full
-    tile, one an SM, from the blocks that cover the HBM's peak at 72 GB/s each (at least a third
-    of the SMs' count) to the count, the half-size tile, two an SM, from there to 1.5 times it;
-    for more tokens the full tile over the same range up to the count; where the SM's shared
-    memory holds them with a paged call's table (134 KB for one, 2 x 69-70 KB for two, and 1 KB
-    an SM keeps per block); paged calls only where each SM gets at most 1.2 times the H100's
-    share of HBM bandwidth (3.35 TB/s over 132 SMs)."""
+    GPU, as its blocks an SM (0: none). The rule of core/portable_tiles.h: for one token the
+    full tile, one an SM, from the blocks that cover the HBM's peak at 72 GB/s each (at least a
+    third of the SMs' count) to the count, the half-size tile, two an SM, from there to 1.5
+    times it (twice it where each SM gets more than 1.2 times the H100's share of HBM
+    bandwidth, 3.35 TB/s over 132 SMs; paged calls there take the half-size tile only past 1.5
+    times it); for more tokens the full tile over the same range up to the count; where the
+    SM's shared memory holds them with a paged call's table (134 KB for one, 2 x 69-70 KB for
+    two, and 1 KB an SM keeps per block)."""
     props = torch.cuda.get_device_properties(0)
     sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
-    if paged and hbm_share_over_h100(props) > 1.2:
-        return 0
+    wide = hbm_share_over_h100(props) > 1.2
     fewest = max(-(-sms // 3), math.ceil(hbm_bytes_per_us(props) / 72e3))
-    if blocks < fewest or 2 * blocks > (3 if sq == 1 else 2) * sms:
+    most = sms if sq != 1 else 2 * sms if wide else 3 * sms // 2
+    if blocks < fewest or blocks > most:
         return 0
     if sq == 1 and blocks > sms:
+        if paged and wide and 2 * blocks <= 3 * sms:
+            return 0
         need = {64: 69_648, 128: 70_672}[d]
         return 2 if 2 * (need + 1024) <= smem + 1024 else 0
     return 1 if smem >= 137_232 else 0
@@ -170,18 +173,19 @@ def _key_warps_staggered(blocks, per_sm, sq=1):
 @pytest.mark.parametrize("paged", [None, 8, 12, 16, 24, 64],
                          ids=["contiguous", "page8", "page12", "page16", "page24", "page64"])
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
-@pytest.mark.parametrize("b", [18, 24, 36, 40], ids=["b18", "b24", "b36", "b40"])
+@pytest.mark.parametrize("b", [18, 24, 36, 40, 60], ids=["b18", "b24", "b36", "b40", "b60"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_kvcache_decode_on_the_key_warp_tile(dtype, b, d, paged, sq):
     """b sequences x 4 k/v heads of 0 to 2047 cached keys (shorter than one warp's part of a
     key block, across parts and blocks) left to the heuristic: on the portable kernels the
     narrow tile with key warps, whose warps merge their softmax states (on the H100 and the
-    H200 the full tile at b=18 and b=24, the half-size one at b=36 and b=40; on the H100 with
-    staggered copies at b=24 and b=40 for sq=1, and over pages, where the H200 splits one-warp
-    blocks); num_splits=1 runs the one-warp tile. Both against naive_attention, with poison past
-    every sequence's keys."""
+    H200 the full tile at b=18 and b=24, the half-size one at b=36 and b=40, where the H200
+    splits one-warp blocks over pages, and on the H200 at b=60 too, where the H100 splits
+    one-warp blocks; on the H100 with staggered copies at b=24 and b=40 for sq=1); num_splits=1
+    runs the one-warp tile. Both against naive_attention, with poison past every sequence's
+    keys."""
     s, h, hk = 2048, 16, 4
-    lens = ([0, 1, 5, 31, 33, 63, 64, 65, 127, 129, 255, 257, 700, 1000, 1500, 2047 - sq] * 3)[:b]
+    lens = ([0, 1, 5, 31, 33, 63, 64, 65, 127, 129, 255, 257, 700, 1000, 1500, 2047 - sq] * 4)[:b]
     gen = torch.Generator().manual_seed(b + d + sq + (paged or 0))
     k_cache, v_cache = (_poisoned_cache(b, s, hk, d, lens, dtype, gen) for _ in range(2))
     q = torch.randn(b, sq, h, d, generator=gen).to("cuda", dtype)

@@ -80,11 +80,17 @@ int key_warp_blocks_per_sm_for_run(KernelFamily family, const AttnProblem& p,
   if (family != KernelFamily::kPortableMma || requested != 0 || device.sm_count <= 0) return 0;
   const TileConfig narrow = tiles_for(family, p);
   if (narrow.block_m > kNarrowMaxRows) return 0;
-  if (p.page_size > 0 && !sm80_key_warps_walk_pages(hbm_share_over_h100(device))) return 0;
-  return sm80_key_warp_blocks_per_sm(
-      forward_blocks(p.b, p.sq, p.h, p.hk, narrow), device.sm_count, device.smem_per_block_optin,
-      static_cast<int>(p.d), p.sq == 1,
-      sm80_key_warp_min_blocks(device.sm_count, device.dram_bytes_per_us));
+  const long long blocks = forward_blocks(p.b, p.sq, p.h, p.hk, narrow);
+  const double share = hbm_share_over_h100(device);
+  const int per_sm = sm80_key_warp_blocks_per_sm(
+      blocks, device.sm_count, device.smem_per_block_optin, static_cast<int>(p.d), p.sq == 1,
+      sm80_key_warp_min_blocks(device.sm_count, device.dram_bytes_per_us),
+      sm80_key_warp_max_blocks(device.sm_count, p.sq == 1, share));
+  if (p.page_size > 0 && per_sm > 0 &&
+      !sm80_key_warps_walk_pages(blocks, device.sm_count, per_sm, share)) {
+    return 0;
+  }
+  return per_sm;
 }
 
 bool takes_key_warps_for_run(KernelFamily family, const AttnProblem& p,

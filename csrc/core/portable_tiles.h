@@ -138,16 +138,18 @@ constexpr long long sm80_key_warp_min_blocks(int sm_count, double dram_bytes_per
   return need > third ? need : third;
 }
 
-// Whether paged calls take the key-warp tile on a device whose SMs each get hbm_share times the
-// H100's HBM bandwidth (hbm_share_over_h100): only up to kPagedKeyWarpMaxHbmShare. The paged walk
-// issues about a third more instructions than the contiguous one (table entries, page offsets)
-// on the tile's four warps an SM: on the H100 they keep up (paged 1.01-1.11x the contiguous
-// time), on the H200 (1.44) they do not (1.05-1.21x at 64-160 blocks; the one-warp tile split by
-// the heuristic reads the same pages 4-20% faster at 64-96 blocks and at 160, within 3% either
-// way at 112-144; docs/design.md).
-constexpr double kPagedKeyWarpMaxHbmShare = 1.2;
-constexpr bool sm80_key_warps_walk_pages(double hbm_share) {
-  return hbm_share <= kPagedKeyWarpMaxHbmShare;
+// The most unsplit blocks of one query token the key-warp tile takes: one wave of the half-size
+// tile where one-warp blocks cannot stream the HBM's rate, 1.5 times the SMs' count, and twice
+// it (a full wave) where each SM gets more than kWideKeyWarpMinHbmShare times the H100's HBM
+// bandwidth (hbm_share_over_h100). On the H200 (1.44), at 198-264 blocks one-warp blocks (one
+// or two an SM, the heuristic's G = 1-3) read 0.93-0.99x cuDNN on ten of eleven shapes and the
+// half-size tile 0.97-1.04x, 1-7% faster on each (decode, d=64 and 128, 2.7-20k keys, two runs;
+// docs/design.md); on the H100 the one-warp tile there is not measured against it.
+constexpr double kWideKeyWarpMinHbmShare = 1.2;
+constexpr long long sm80_key_warp_max_blocks(int sm_count, bool one_query, double hbm_share) {
+  const long long sms = sm_count;
+  if (!one_query) return sms;
+  return hbm_share > kWideKeyWarpMinHbmShare ? 2 * sms : 3 * sms / 2;
 }
 
 // The key-warp tile an sm80 call left to the heuristic (num_splits = 0) runs unsplit on the
@@ -157,8 +159,8 @@ constexpr bool sm80_key_warps_walk_pages(double hbm_share) {
 //   - the full tile, one block an SM, from min_blocks (sm80_key_warp_min_blocks: 47 on the H100,
 //     67 on the H200) to the count (from two thirds of it with its copies staggered,
 //     sm80_key_warp_staggered),
-//   - the half-size tile, two blocks an SM, from there to 1.5 times the count (one wave; past
-//     1.1 times it staggered),
+//   - the half-size tile, two blocks an SM, from there to max_blocks (sm80_key_warp_max_blocks:
+//     1.5 times the count, twice it on the H200; one wave; past 1.1 times it staggered),
 // and for several query tokens (multi-token decode) the full tile from min_blocks to the count,
 // where the SM has the shared memory for them (sm_80 and sm_90 do; sm_86 and sm_89,
 // with 99 KB a block, do not). One-warp blocks that few stream below the HBM's rate, so the
@@ -175,16 +177,33 @@ constexpr bool sm80_key_warps_walk_pages(double hbm_share) {
 // 144-160 blocks against 1.09-1.12x split into 4. At 32-40 blocks (one-warp splits fill more
 // SMs) and 256 (two full waves) the one-warp tile is 1-20% faster. A fixed num_splits keeps the
 // one-warp tile, so a sequence's result stays independent of its batch-mates (which the block
-// count is not).
+// count is not). Paged calls take it as contiguous ones do, but for sm80_key_warps_walk_pages.
 constexpr int sm80_key_warp_blocks_per_sm(long long blocks, int sm_count,
                                           long long smem_per_block, int head_dim,
-                                          bool one_query, long long min_blocks) {
-  const long long most = one_query ? 3LL * sm_count : 2LL * sm_count;  // 1.5 or 1 x the SMs
-  if (blocks < min_blocks || blocks * 2 > most) return 0;
+                                          bool one_query, long long min_blocks,
+                                          long long max_blocks) {
+  if (blocks < min_blocks || blocks > max_blocks) return 0;
   const bool half_size = one_query && blocks > sm_count;
   const int per_sm = half_size ? 2 : 1;
   const TileConfig tiles = sm80_key_warp_tile_config(head_dim, per_sm);
   return sm80_key_warp_tiles_fit(tiles, head_dim, smem_per_block) ? per_sm : 0;
+}
+
+// Whether a paged call takes the key-warp tile the contiguous call takes (blocks_per_sm an SM
+// for `blocks` blocks): everywhere where each SM gets at most kPagedHalfTileMaxHbmShare times
+// the H100's HBM bandwidth, and past that, the full tile and the half-size tile past 1.5 times
+// the SMs' count (sm80_key_warp_max_blocks). On the H200, paged decode (pages of 16, 64 and
+// 256, two runs each; docs/design.md) on the key warps against the one-warp split: the full
+// tile at 72-126 blocks 2-10% faster on eleven of thirteen shapes, from 2% faster to 2.5%
+// slower on two; the half-size tile at 210-260 blocks 5-11% faster (three shapes; the split's
+// G = 1-3); but at 138-195 blocks, where the split (G = 2) puts 276-390 one-warp blocks in
+// flight, the half-size tile was 1-9% slower over caches of 8.6-24k keys and 1-8% faster over
+// 2-6k (ten shapes).
+constexpr double kPagedHalfTileMaxHbmShare = 1.2;
+constexpr bool sm80_key_warps_walk_pages(long long blocks, int sm_count, int blocks_per_sm,
+                                         double hbm_share) {
+  return blocks_per_sm == 1 || hbm_share <= kPagedHalfTileMaxHbmShare ||
+         2 * blocks > 3LL * sm_count;
 }
 
 // The gfx9 policy (MFMA, wave64). Wide tiles: four waves of 32 query rows (one 32-column MFMA

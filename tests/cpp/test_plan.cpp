@@ -374,11 +374,15 @@ TEST(Plan, KeyWarpTilesFitTheirBlocksAnSmWhereTheSharedMemoryHoldsThem) {
     // TB/s need 22 blocks), staggered from 72 blocks, and 109-162 two an SM, staggered from
     // 119; several query tokens take the full tile up to 108 blocks and none beyond.
     EXPECT_EQ(sm80_key_warp_min_blocks(108, 1215e3 * 5120 / 4000), 36);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(162, 108, 163 * 1024, d, true, 36), 2);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(109, 108, 163 * 1024, d, true, 36), 2);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d, true, 36), 1);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(72, 108, 163 * 1024, d, true, 36), 1);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(163, 108, 163 * 1024, d, true, 36), 0);
+    const long long a100_most = sm80_key_warp_max_blocks(108, true, 0.57);
+    const long long a100_most_tokens = sm80_key_warp_max_blocks(108, false, 0.57);
+    EXPECT_EQ(a100_most, 162);
+    EXPECT_EQ(a100_most_tokens, 108);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(162, 108, 163 * 1024, d, true, 36, a100_most), 2);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(109, 108, 163 * 1024, d, true, 36, a100_most), 2);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d, true, 36, a100_most), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(72, 108, 163 * 1024, d, true, 36, a100_most), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(163, 108, 163 * 1024, d, true, 36, a100_most), 0);
     const DeviceInfo a100{Vendor::kNvidia, 80, 108, 163 * 1024, "", 1215e3 * 5120 / 4000};
     const double a100_share = hbm_share_over_h100(a100);  // 0.57
     EXPECT_FALSE(sm80_key_warp_staggered(71, 108, 1, true, a100_share));
@@ -387,10 +391,10 @@ TEST(Plan, KeyWarpTilesFitTheirBlocksAnSmWhereTheSharedMemoryHoldsThem) {
     EXPECT_FALSE(sm80_key_warp_staggered(118, 108, 2, true, a100_share));
     EXPECT_TRUE(sm80_key_warp_staggered(119, 108, 2, true, a100_share));
     EXPECT_TRUE(sm80_key_warp_staggered(162, 108, 2, true, a100_share));
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(100, 108, 163 * 1024, d, false, 36), 1);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d, false, 36), 1);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(109, 108, 163 * 1024, d, false, 36), 0);
-    EXPECT_EQ(sm80_key_warp_blocks_per_sm(35, 108, 163 * 1024, d, false, 36), 0);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(100, 108, 163 * 1024, d, false, 36, a100_most_tokens), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(108, 108, 163 * 1024, d, false, 36, a100_most_tokens), 1);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(109, 108, 163 * 1024, d, false, 36, a100_most_tokens), 0);
+    EXPECT_EQ(sm80_key_warp_blocks_per_sm(35, 108, 163 * 1024, d, false, 36, a100_most_tokens), 0);
   }
   EXPECT_EQ(sm80_key_warp_tile_config(64, 3).block_m, 0);
   EXPECT_EQ(sm80_key_warp_tile_config(96, 1).block_m, 0);
@@ -419,14 +423,34 @@ TEST(Plan, KeyWarpsAndDecodeSlotsFollowTheHbmsBandwidth) {
     EXPECT_EQ(h200_plan.tiles.key_warps, 1);
     EXPECT_GT(h200_plan.num_splits, choose_num_splits(at64, h100(), tiles_for(
                                                           KernelFamily::kPortableMma, at64)));
-    // Pages: key warps on the H100 (1.0 times its share per SM) only.
+    // Pages take key warps as contiguous calls do on the H100; on the H200 all but the
+    // half-size tile within 1.5 times the SMs, where the one-warp split walks them.
     AttnProblem paged = problem(24, 32, 4, 1, 8192, d, false);  // 96 blocks
     paged.per_sequence = true;
     paged.page_size = 16;
     EXPECT_EQ(per_sm(paged, h100()), 1);
-    EXPECT_EQ(per_sm(paged, h200()), 0);
-    paged.page_size = 0;
     EXPECT_EQ(per_sm(paged, h200()), 1);
+    paged.b = 40;  // 160 blocks
+    EXPECT_EQ(per_sm(paged, h100()), 2);
+    EXPECT_EQ(per_sm(paged, h200()), 0);
+    EXPECT_EQ(per_sm(problem(40, 32, 4, 1, 8192, d, false), h200()), 2);
+    EXPECT_TRUE(sm80_key_warps_walk_pages(198, 132, 2, 1.0));
+    EXPECT_FALSE(sm80_key_warps_walk_pages(198, 132, 2, 1.44));
+    EXPECT_TRUE(sm80_key_warps_walk_pages(199, 132, 2, 1.44));
+    EXPECT_TRUE(sm80_key_warps_walk_pages(132, 132, 1, 1.44));
+    // The half-size tile's one wave: to 1.5 times the SMs on the H100, to twice them on the
+    // H200 (one-warp blocks, one or two an SM, leave its bandwidth unused).
+    EXPECT_EQ(sm80_key_warp_max_blocks(132, true, 1.0), 198);
+    EXPECT_EQ(sm80_key_warp_max_blocks(132, true, hbm_share_over_h100(h200())), 264);
+    EXPECT_EQ(sm80_key_warp_max_blocks(132, false, hbm_share_over_h100(h200())), 132);
+    for (int64_t b : {50, 66}) {  // 200 and 264 blocks
+      const AttnProblem p = problem(b, 32, 4, 1, 8192, d, false);
+      EXPECT_EQ(per_sm(p, h100()), 0);
+      EXPECT_EQ(per_sm(p, h200()), 2);
+      paged.b = b;
+      EXPECT_EQ(per_sm(paged, h200()), 2);
+    }
+    EXPECT_EQ(per_sm(problem(67, 32, 4, 1, 8192, d, false), h200()), 0);  // 268 blocks
     // Staggered copies (96 blocks of the full tile, 160 of the half-size one) on the H100 only.
     for (int64_t b : {24, 40}) {
       const AttnProblem p = problem(b, 32, 4, 1, 8192, d, false);
