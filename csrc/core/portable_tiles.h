@@ -141,10 +141,11 @@ constexpr long long sm80_key_warp_min_blocks(int sm_count, double dram_bytes_per
 // The most unsplit blocks of one query token the key-warp tile takes: one wave of the half-size
 // tile where one-warp blocks cannot stream the HBM's rate, 1.5 times the SMs' count, and twice
 // it (a full wave) where each SM gets more than kWideKeyWarpMinHbmShare times the H100's HBM
-// bandwidth (hbm_share_over_h100). On the H200 (1.44), at 198-264 blocks one-warp blocks (one
-// or two an SM, the heuristic's G = 1-3) read 0.93-0.99x cuDNN on ten of eleven shapes and the
-// half-size tile 0.97-1.04x, 1-7% faster on each (decode, d=64 and 128, 2.7-20k keys, two runs;
-// docs/design.md); on the H100 the one-warp tile there is not measured against it.
+// bandwidth (hbm_share_over_h100). On the H200 (1.44), at 200-260 blocks one-warp blocks (one
+// or two an SM, the heuristic's G = 1-3) read 0.93-1.00x cuDNN on ten of eleven shapes and the
+// half-size tile 0.97-1.04x, 2-9% faster on each of the ten and level on the eleventh (decode,
+// d=64 and 128, 2.7-32k keys, two runs; docs/design.md); on the H100 the one-warp tile there is
+// not measured against it.
 constexpr double kWideKeyWarpMinHbmShare = 1.2;
 constexpr long long sm80_key_warp_max_blocks(int sm_count, bool one_query, double hbm_share) {
   const long long sms = sm_count;
