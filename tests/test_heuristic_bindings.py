@@ -173,8 +173,7 @@ def test_gate_family():
 
 def test_the_hbms_bandwidth_moves_the_key_warp_range_and_the_decode_splits():
     """An H200 (4.81 TB/s over 132 SMs) starts the key-warp tile at 67 blocks where the H100
-    (3.35 TB/s) starts it at 47, reads pages without it, and gives the one-warp decode tile more
-    splits."""
+    (3.35 TB/s) starts it at 47, and gives the one-warp decode tile more splits."""
     h100 = H.DeviceInfo(cc=90, sm_count=132, smem_per_block_optin=232448,
                         dram_bytes_per_us=2619e3 * 5120 / 4e3)
     h200 = H.DeviceInfo(cc=90, sm_count=132, smem_per_block_optin=232448,

@@ -67,6 +67,16 @@ constexpr TileConfig sm80_key_warp_tile_config(int head_dim, int blocks_per_sm =
                     blocks_per_sm, 1, true, false, kSm80KeyWarps};
 }
 
+// The key-warp rules below were measured on the H100 and the H200, whose SMs each get 1.0 and
+// 1.44 times the H100's HBM bandwidth (hbm_share_over_h100); a GPU past kHighHbmShare takes
+// the H200's (docs/design.md, "A GPU with more HBM bandwidth per SM").
+constexpr double kHighHbmShare = 1.2;
+constexpr bool high_hbm_share(double hbm_share) { return hbm_share > kHighHbmShare; }
+
+// 1.5 times the SMs' count: the half-size key-warp tile's last block count on the H100
+// (sm80_key_warp_max_blocks).
+constexpr long long sm80_half_tile_blocks(int sm_count) { return 3LL * sm_count / 2; }
+
 // Whether a key-warp grid of `blocks` blocks of one query token, blocks_per_sm an SM, copies
 // each key block's K and V apart (staggered: K once every warp's S = Q K^T of the block before
 // is done, V once its P V is, each into one buffer) instead of the next block's pair into the
@@ -81,15 +91,13 @@ constexpr TileConfig sm80_key_warp_tile_config(int head_dim, int blocks_per_sm =
 // beyond), at 160-184 blocks d=128 1.08-1.12x against 1.02-1.05x, but 0.98-1.00x at 128-136
 // blocks against 1.00-1.03x; the full tile at 88-128 blocks 0.995-1.005x at d=128 and
 // 1.03-1.16x at d=64 against 0.97-1.00x and 1.03-1.14x on the half-size tile's two stages, but
-// 0.99-1.00x at 64 blocks against 1.05-1.06x. Only where each SM gets at most
-// kStaggeredKeyWarpMaxHbmShare times the H100's HBM bandwidth (hbm_share_over_h100): one buffer
-// each for K and V holds fewer bytes in flight than two stages, and on the H200 (1.44) two
-// stages ran 0.5-6.5% faster at 88-176 blocks (most at 88 and 160, over long caches) and up to
-// 1% slower at 128 and 192 (decode, two alternated runs; docs/design.md).
-constexpr double kStaggeredKeyWarpMaxHbmShare = 1.2;
+// 0.99-1.00x at 64 blocks against 1.05-1.06x. Not past high_hbm_share: one buffer each for K
+// and V holds fewer bytes in flight than two stages, and on the H200 (1.44) two stages ran
+// 0.5-6.5% faster at 88-176 blocks (most at 88 and 160, over long caches) and up to 1% slower
+// at 128 and 192 (decode, two alternated runs; docs/design.md).
 constexpr bool sm80_key_warp_staggered(long long blocks, int sm_count, int blocks_per_sm,
                                        bool one_query, double hbm_share) {
-  if (!one_query || hbm_share > kStaggeredKeyWarpMaxHbmShare) return false;
+  if (!one_query || high_hbm_share(hbm_share)) return false;
   return blocks_per_sm == 1 ? blocks * 3 >= 2LL * sm_count : blocks * 10 > 11LL * sm_count;
 }
 
@@ -139,18 +147,15 @@ constexpr long long sm80_key_warp_min_blocks(int sm_count, double dram_bytes_per
 }
 
 // The most unsplit blocks of one query token the key-warp tile takes: one wave of the half-size
-// tile where one-warp blocks cannot stream the HBM's rate, 1.5 times the SMs' count, and twice
-// it (a full wave) where each SM gets more than kWideKeyWarpMinHbmShare times the H100's HBM
-// bandwidth (hbm_share_over_h100). On the H200 (1.44), at 200-260 blocks one-warp blocks (one
-// or two an SM, the heuristic's G = 1-3) read 0.93-1.00x cuDNN on ten of eleven shapes and the
-// half-size tile 0.97-1.04x, 2-9% faster on each of the ten and level on the eleventh (decode,
-// d=64 and 128, 2.7-32k keys, two runs; docs/design.md); on the H100 the one-warp tile there is
-// not measured against it.
-constexpr double kWideKeyWarpMinHbmShare = 1.2;
+// tile where one-warp blocks cannot stream the HBM's rate, 1.5 times the SMs' count
+// (sm80_half_tile_blocks), and twice it (a full wave) past high_hbm_share. On the H200 (1.44),
+// at 200-260 blocks one-warp blocks (one or two an SM, the heuristic's G = 1-3) read
+// 0.93-1.00x cuDNN on ten of eleven shapes and the half-size tile 0.97-1.04x, 2-9% faster on
+// each of the ten and level on the eleventh (decode, d=64 and 128, 2.7-32k keys, two runs;
+// docs/design.md); on the H100 the one-warp tile there is not measured against it.
 constexpr long long sm80_key_warp_max_blocks(int sm_count, bool one_query, double hbm_share) {
-  const long long sms = sm_count;
-  if (!one_query) return sms;
-  return hbm_share > kWideKeyWarpMinHbmShare ? 2 * sms : 3 * sms / 2;
+  if (!one_query) return sm_count;
+  return high_hbm_share(hbm_share) ? 2LL * sm_count : sm80_half_tile_blocks(sm_count);
 }
 
 // The key-warp tile an sm80 call left to the heuristic (num_splits = 0) runs unsplit on the
@@ -191,20 +196,18 @@ constexpr int sm80_key_warp_blocks_per_sm(long long blocks, int sm_count,
 }
 
 // Whether a paged call takes the key-warp tile the contiguous call takes (blocks_per_sm an SM
-// for `blocks` blocks): everywhere where each SM gets at most kPagedHalfTileMaxHbmShare times
-// the H100's HBM bandwidth, and past that, the full tile and the half-size tile past 1.5 times
-// the SMs' count (sm80_key_warp_max_blocks). On the H200, paged decode (pages of 16, 64 and
-// 256, two runs each; docs/design.md) on the key warps against the one-warp split: the full
-// tile at 72-126 blocks 2-10% faster on eleven of thirteen shapes, from 2% faster to 2.5%
-// slower on two; the half-size tile at 210-260 blocks 5-11% faster (three shapes; the split's
-// G = 1-3); but at 138-195 blocks, where the split (G = 2) puts 276-390 one-warp blocks in
-// flight, the half-size tile was 1-9% slower over caches of 8.6-24k keys and 1-8% faster over
-// 2-6k (ten shapes).
-constexpr double kPagedHalfTileMaxHbmShare = 1.2;
+// for `blocks` blocks): everywhere up to high_hbm_share, and past it the full tile and the
+// half-size tile past the H100's last block count for it (sm80_half_tile_blocks). On the
+// H200, paged decode (pages of 16, 64 and 256, two runs each; docs/design.md) on the key warps
+// against the one-warp split: the full tile at 72-126 blocks 2-10% faster on eleven of
+// thirteen shapes, from 2% faster to 2.5% slower on two; the half-size tile at 210-260 blocks
+// 5-11% faster (three shapes; the split's G = 1-3); but at 138-195 blocks, where the split (G
+// = 2) puts 276-390 one-warp blocks in flight, the half-size tile was 1-9% slower over caches
+// of 8.6-24k keys and 1-8% faster over 2-6k (ten shapes).
 constexpr bool sm80_key_warps_walk_pages(long long blocks, int sm_count, int blocks_per_sm,
                                          double hbm_share) {
-  return blocks_per_sm == 1 || hbm_share <= kPagedHalfTileMaxHbmShare ||
-         2 * blocks > 3LL * sm_count;
+  return blocks_per_sm == 1 || !high_hbm_share(hbm_share) ||
+         blocks > sm80_half_tile_blocks(sm_count);
 }
 
 // The gfx9 policy (MFMA, wave64). Wide tiles: four waves of 32 query rows (one 32-column MFMA
