@@ -30,12 +30,12 @@ def varlen_inputs(q_lens, k_lens, h, hk, d, dtype, device, seed=0):
     return q, k, v, cu_seqlens(q_lens, device), cu_seqlens(k_lens, device)
 
 
-def to_pages(k, k_lens, page_size, gen, extra_pages=3, poison=POISON):
+def to_pages(k, k_lens, page_size, gen, extra_pages=3, poison=POISON, min_width=1):
     """A paged copy of packed keys k (total_k, hk, d): (pages, page_size, hk, d) with pages in a
     random order and unused rows holding `poison`, and the block table (b, pages per
-    sequence)."""
+    sequence; at least min_width)."""
     per_seq = [(n + page_size - 1) // page_size for n in k_lens]
-    width = max(1, max(per_seq))
+    width = max(min_width, max(per_seq))
     total = sum(per_seq) + extra_pages
     order = torch.randperm(total, generator=gen)
     pages = torch.full((total, page_size) + tuple(k.shape[1:]), poison, dtype=k.dtype,

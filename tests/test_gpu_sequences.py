@@ -130,16 +130,17 @@ def test_kvcache_decode_appends_and_attends(dtype, d, page, sq):
             assert (kc[i, n + sq:] == POISON).all(), what + ": cache past the append"
 
 
-def _key_warp_blocks_per_sm(blocks, d, sq=1, paged=False):
+def _key_warp_blocks_per_sm(blocks, d, sq=1, paged_keys=0):
     """The key-warp tile the plan gives `blocks` unsplit narrow blocks of sq query tokens on this
     GPU, as its blocks an SM (0: none). The rule of core/portable_tiles.h: for one token the
     full tile, one an SM, from the blocks that cover the HBM's peak at 72 GB/s each (at least a
     third of the SMs' count) to the count, the half-size tile, two an SM, from there to 1.5
     times it (twice it where each SM gets more than 1.2 times the H100's share of HBM
-    bandwidth, 3.35 TB/s over 132 SMs; paged calls there take the half-size tile only past 1.5
-    times it); for more tokens the full tile over the same range up to the count; where the
-    SM's shared memory holds them with a paged call's table (134 KB for one, 2 x 69-70 KB for
-    two, and 1 KB an SM keeps per block)."""
+    bandwidth, 3.35 TB/s over 132 SMs; paged calls there, over a block table of paged_keys keys,
+    take the half-size tile within 1.5 times it only up to 4096 keys); for more tokens the full
+    tile over the same range up to the count; where the SM's shared memory holds them with a
+    paged call's table (134 KB for one, 2 x 69-70 KB for two, and 1 KB an SM keeps per
+    block)."""
     props = torch.cuda.get_device_properties(0)
     sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
     wide = hbm_share_over_h100(props) > 1.2
@@ -148,7 +149,7 @@ def _key_warp_blocks_per_sm(blocks, d, sq=1, paged=False):
     if blocks < fewest or blocks > most:
         return 0
     if sq == 1 and blocks > sms:
-        if paged and wide and 2 * blocks <= 3 * sms:
+        if paged_keys > 4096 and wide and 2 * blocks <= 3 * sms:
             return 0
         need = {64: 69_648, 128: 70_672}[d]
         return 2 if 2 * (need + 1024) <= smem + 1024 else 0
@@ -179,11 +180,11 @@ def test_kvcache_decode_on_the_key_warp_tile(dtype, b, d, paged, sq):
     """b sequences x 4 k/v heads of 0 to 2047 cached keys (shorter than one warp's part of a
     key block, across parts and blocks) left to the heuristic: on the portable kernels the
     narrow tile with key warps, whose warps merge their softmax states (on the H100 and the
-    H200 the full tile at b=18 and b=24, the half-size one at b=36 and b=40, where the H200
-    splits one-warp blocks over pages, and on the H200 at b=60 too, where the H100 splits
-    one-warp blocks; on the H100 with staggered copies at b=24 and b=40 for sq=1); num_splits=1
-    runs the one-warp tile. Both against naive_attention, with poison past every sequence's
-    keys."""
+    H200 the full tile at b=18 and b=24, the half-size one at b=36 and b=40, and on the H200 at
+    b=60 too, where the H100 splits one-warp blocks; on the H100 with staggered copies at b=24
+    and b=40 for sq=1). At b=40 the block table holds 8192 keys' pages (those past the lengths
+    poisoned), over which the H200 splits one-warp blocks. num_splits=1 runs the one-warp tile.
+    Both against naive_attention, with poison past every sequence's keys."""
     s, h, hk = 2048, 16, 4
     lens = ([0, 1, 5, 31, 33, 63, 64, 65, 127, 129, 255, 257, 700, 1000, 1500, 2047 - sq] * 4)[:b]
     gen = torch.Generator().manual_seed(b + d + sq + (paged or 0))
@@ -194,14 +195,16 @@ def test_kvcache_decode_on_the_key_warp_tile(dtype, b, d, paged, sq):
     expected_v = [v_cache[i, :n] for i, n in enumerate(lens)]
     table = None
     if paged:
-        k_cache, table = to_pages(torch.cat(expected_k), lens, paged, torch.Generator().manual_seed(3))
-        v_cache, _ = to_pages(torch.cat(expected_v), lens, paged, torch.Generator().manual_seed(3))
+        width = 8192 // paged if b == 40 else 1
+        (k_cache, table), (v_cache, _) = (
+            to_pages(torch.cat(rows), lens, paged, torch.Generator().manual_seed(3),
+                     min_width=width) for rows in (expected_k, expected_v))
     max_keys = s if table is None else table.shape[1] * paged
     seqs = Sequences(seqused_k=seqlens, block_table=table, max_seqlen_q=sq, max_seqlen_k=max_keys)
     for num_splits in (0, 1):
         decision = _native.sequence_gate_decision(q, k_cache, v_cache, seqs, True, num_splits)
         if decision["kernel"] == PORTABLE and decision["details"]["block_m"] == 16:
-            per_sm = _key_warp_blocks_per_sm(b * hk, d, sq, paged is not None) \
+            per_sm = _key_warp_blocks_per_sm(b * hk, d, sq, max_keys if paged else 0) \
                 if num_splits == 0 else 0
             assert decision["details"]["key_warps"] == (4 if per_sm else 1), decision
             staggered = _key_warps_staggered(b * hk, per_sm, sq)

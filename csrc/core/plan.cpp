@@ -87,7 +87,7 @@ int key_warp_blocks_per_sm_for_run(KernelFamily family, const AttnProblem& p,
       sm80_key_warp_min_blocks(device.sm_count, device.dram_bytes_per_us),
       sm80_key_warp_max_blocks(device.sm_count, p.sq == 1, share));
   if (p.page_size > 0 && per_sm > 0 &&
-      !sm80_key_warps_walk_pages(blocks, device.sm_count, per_sm, share)) {
+      !sm80_key_warps_walk_pages(blocks, device.sm_count, per_sm, share, p.sk)) {
     return 0;
   }
   return per_sm;

@@ -196,18 +196,22 @@ constexpr int sm80_key_warp_blocks_per_sm(long long blocks, int sm_count,
 }
 
 // Whether a paged call takes the key-warp tile the contiguous call takes (blocks_per_sm an SM
-// for `blocks` blocks): everywhere up to high_hbm_share, and past it the full tile and the
-// half-size tile past the H100's last block count for it (sm80_half_tile_blocks). On the
-// H200, paged decode (pages of 16, 64 and 256, two runs each; docs/design.md) on the key warps
-// against the one-warp split: the full tile at 72-126 blocks 2-10% faster on eleven of
-// thirteen shapes, from 2% faster to 2.5% slower on two; the half-size tile at 210-260 blocks
-// 5-11% faster (three shapes; the split's G = 1-3); but at 138-195 blocks, where the split (G
-// = 2) puts 276-390 one-warp blocks in flight, the half-size tile was 1-9% slower over caches
-// of 8.6-24k keys and 1-8% faster over 2-6k (ten shapes).
+// for `blocks` blocks, over caches of cache_keys keys: the longest, or the block table's
+// capacity): everywhere up to high_hbm_share, and past it the full tile, the half-size tile
+// past the H100's last block count for it (sm80_half_tile_blocks), and within that count over
+// caches of at most kPagedHalfTileMaxKeys. On the H200, paged decode (pages of 16, 64 and 256,
+// two runs each; docs/design.md) on the key warps against the one-warp split: the full tile at
+// 72-126 blocks 2-10% faster on eleven of thirteen shapes, from 2% faster to 2.5% slower on
+// two; the half-size tile at 210-260 blocks 5-11% faster (three shapes; the split's G = 1-3). At
+// 144-189 blocks, where the split (G = 2) puts 288-378 one-warp blocks in flight, the half-size
+// tile ran 1-9% faster over caches of 2-3k keys (where the split's combine weighs most), within
+// 1.5% either way over 4-5k, and 0.5-7% slower from 6k at 144-168 blocks (pages of 16 and 64,
+// 16 shapes, two runs; at 189 blocks within 1.5% to 8k).
+constexpr long long kPagedHalfTileMaxKeys = 4096;
 constexpr bool sm80_key_warps_walk_pages(long long blocks, int sm_count, int blocks_per_sm,
-                                         double hbm_share) {
+                                         double hbm_share, long long cache_keys) {
   return blocks_per_sm == 1 || !high_hbm_share(hbm_share) ||
-         blocks > sm80_half_tile_blocks(sm_count);
+         blocks > sm80_half_tile_blocks(sm_count) || cache_keys <= kPagedHalfTileMaxKeys;
 }
 
 // The gfx9 policy (MFMA, wave64). Wide tiles: four waves of 32 query rows (one 32-column MFMA

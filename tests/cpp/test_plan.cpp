@@ -424,7 +424,8 @@ TEST(Plan, KeyWarpsAndDecodeSlotsFollowTheHbmsBandwidth) {
     EXPECT_GT(h200_plan.num_splits, choose_num_splits(at64, h100(), tiles_for(
                                                           KernelFamily::kPortableMma, at64)));
     // Pages take key warps as contiguous calls do on the H100; on the H200 all but the
-    // half-size tile within 1.5 times the SMs, where the one-warp split walks them.
+    // half-size tile within 1.5 times the SMs over caches past 4096 keys, where the one-warp
+    // split walks them.
     AttnProblem paged = problem(24, 32, 4, 1, 8192, d, false);  // 96 blocks
     paged.per_sequence = true;
     paged.page_size = 16;
@@ -434,10 +435,16 @@ TEST(Plan, KeyWarpsAndDecodeSlotsFollowTheHbmsBandwidth) {
     EXPECT_EQ(per_sm(paged, h100()), 2);
     EXPECT_EQ(per_sm(paged, h200()), 0);
     EXPECT_EQ(per_sm(problem(40, 32, 4, 1, 8192, d, false), h200()), 2);
-    EXPECT_TRUE(sm80_key_warps_walk_pages(198, 132, 2, 1.0));
-    EXPECT_FALSE(sm80_key_warps_walk_pages(198, 132, 2, 1.44));
-    EXPECT_TRUE(sm80_key_warps_walk_pages(199, 132, 2, 1.44));
-    EXPECT_TRUE(sm80_key_warps_walk_pages(132, 132, 1, 1.44));
+    EXPECT_TRUE(sm80_key_warps_walk_pages(198, 132, 2, 1.0, 8192));
+    EXPECT_FALSE(sm80_key_warps_walk_pages(198, 132, 2, 1.44, 8192));
+    EXPECT_TRUE(sm80_key_warps_walk_pages(199, 132, 2, 1.44, 8192));
+    EXPECT_TRUE(sm80_key_warps_walk_pages(132, 132, 1, 1.44, 8192));
+    // Within 1.5 times the SMs the half-size tile walks short caches' pages.
+    EXPECT_TRUE(sm80_key_warps_walk_pages(198, 132, 2, 1.44, kPagedHalfTileMaxKeys));
+    EXPECT_FALSE(sm80_key_warps_walk_pages(198, 132, 2, 1.44, kPagedHalfTileMaxKeys + 1));
+    paged.sk = 4096;
+    EXPECT_EQ(per_sm(paged, h200()), 2);
+    paged.sk = 8192;
     // The half-size tile's one wave: to 1.5 times the SMs on the H100, to twice them on the
     // H200 (one-warp blocks, one or two an SM, leave its bandwidth unused).
     EXPECT_EQ(sm80_key_warp_max_blocks(132, true, 1.0), 198);
