@@ -32,7 +32,10 @@ Raw CSV, one row per (shape, G): the shape (b, h, hk, sq, sk, d, causal, dtype),
 family and the tiles of the call at num_splits = 0 as explain reported them (block_m, block_n,
 blocks_per_sm; grid_blocks, thread blocks per split), key_blocks (of the split calls' tiles,
 which clamp a requested G), heuristic_g (explain's G), requested_g, g (the G that ran), the
-median, p10 and p90 times in ms, a status, and the HBM's peak bandwidth (dram_bytes_per_us).
+median, p10 and p90 times in ms, a status, the HBM's peak bandwidth (dram_bytes_per_us), and
+key_warps (the warps of a narrow block at num_splits = 0). A call left to the heuristic that runs
+key warps (more than one) is not any requested G's (those run one-warp blocks), so it is timed
+too, in the same interleaved measurement, as a row of requested_g 0.
 
 benchmarks/data/ holds the H100 datasets the shipped constants were fitted on and checked
 against (docs/design.md, "The split heuristic"): h100_iteration_fit.csv (the per-iteration
@@ -41,9 +44,11 @@ h100_decode_fit.csv, h100_prefill_validation_1.csv and h100_prefill_validation_2
 H200 decode sets of --decode-grid, h200_decode_grid_fit.csv and h200_decode_grid_validation.csv
 (score them with --slots-per-sm-narrow 3).
 
-Report: per shape, regret = time at the chosen G / best measured time; the geometric mean and
-the worst shapes; and, on grids that already fill the GPU (the row's grid_blocks >= SMs * its
-blocks_per_sm), how often the choice is > 2 % slower than G = 1.
+Report: per shape, regret = time at the chosen G / best measured time over the requested G; the
+geometric mean and the worst shapes; and, on grids that already fill the GPU (the row's
+grid_blocks >= SMs * its blocks_per_sm), how often the choice is > 2 % slower than G = 1. The
+recorded choice of a shape with a requested_g 0 row is that call's time (key warps; a regret
+under 1 is a call faster than every split).
 
 Exit codes: 0 ok, 1 no such --evaluate file, 2 no CUDA device (measure mode), 3 flashsplit not
 built (or, to measure, built without GPU kernels).
@@ -76,7 +81,9 @@ CANDIDATE_SPLITS = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 
                     80, 96, 112, 128, 160, 192, 256]
 RAW_FIELDS = ["b", "h", "hk", "sq", "sk", "d", "causal", "dtype", "sms", "kernel", "block_m",
               "block_n", "blocks_per_sm", "key_blocks", "grid_blocks", "heuristic_g",
-              "requested_g", "g", "ms", "p10_ms", "p90_ms", "status", "dram_bytes_per_us"]
+              "requested_g", "g", "ms", "p10_ms", "p90_ms", "status", "dram_bytes_per_us",
+              "key_warps"]
+AUTO = 0  # requested_g of the row timing the call left to the heuristic (key warps)
 SLOWER_THAN_G1 = 1.02  # "more than 2 % slower than no split"
 PORTABLE = "portable_mma"  # the family of rows measured before the kernel column existed
 SPLIT_HEURISTIC_H = "csrc/core/split_heuristic.h"
@@ -218,19 +225,23 @@ def measure(args):
                            f"flashsplit._C.heuristic G={model_g}")
             n_blocks = math.ceil(sk / int(details["split_block_n"]))
             gs = sorted({g for g in args.split_list if g <= n_blocks} | {1, heuristic_g})
+            key_warps = int(details.get("key_warps") or 1)
             common = dict(shape, dtype=args.dtype, sms=sms, dram_bytes_per_us=hbm, kernel=kernel,
                           block_m=details["block_m"], block_n=details["block_n"],
                           blocks_per_sm=details["blocks_per_sm"], key_blocks=n_blocks,
-                          grid_blocks=details["grid_blocks"], heuristic_g=heuristic_g)
+                          grid_blocks=details["grid_blocks"], heuristic_g=heuristic_g,
+                          key_warps=key_warps)
             rows, runners = {}, {}
-            for g in gs:
+            # Each requested G runs one-warp blocks; a call on key warps runs only unrequested.
+            for g in gs + ([AUTO] if key_warps > 1 else []):
                 row = dict(common, requested_g=g, g=None, ms=None, p10_ms=None, p90_ms=None,
                            status="ok")
                 rows[g] = row
                 if g * b * h * sq * (d + 1) * 4 > args.max_scratch_gb * 2**30:
                     row["status"] = "skipped_scratch"
                     continue
-                row["g"] = int(T.explain(flashsplit, q, k, v, causal, g)["num_splits"])
+                row["g"] = heuristic_g if g == AUTO else \
+                    int(T.explain(flashsplit, q, k, v, causal, g)["num_splits"])
                 runner = T.flashsplit_runner(flashsplit, causal, g)
                 try:
                     runner(q, k, v)  # a G that fails is reported alone, not with the others
@@ -243,7 +254,7 @@ def measure(args):
                                     max_seconds=2.0 * len(runners))
             for row in rows.values():
                 writer.writerow({k: T.csv_value(row.get(k)) for k in RAW_FIELDS})
-            line = [f"{g}:{rows[g]['ms']:.3g}" for g in runners]
+            line = [f"{'auto' if g == AUTO else g}:{rows[g]['ms']:.3g}" for g in runners]
             fh.flush()
             shapes_done += 1
             T.progress(f"[{shapes_done} {time.perf_counter() - began:5.0f}s] b={b} h={h}/{hk} "
@@ -280,6 +291,10 @@ def load_raw(path, max_spread=None, dropped=None):
                 entry["incomplete"] = True
                 continue
             if not row["ms"]:
+                continue
+            if int(row["requested_g"]) == AUTO:  # the call on key warps, apart from the splits
+                if not unstable(row, max_spread):
+                    entry["auto_ms"] = float(row["ms"])
                 continue
             # Keyed by the G that ran (explain's clamp), the thing the time belongs to.
             g = int(row["g"] or row["requested_g"])
@@ -335,15 +350,19 @@ def pick_time(times, g, key_blocks, unstable=()):
     return min(same) if same else None
 
 
-def score(shapes, choose, blocks_per_sm=None):
-    """choose(entry) -> G. Returns the report numbers for that chooser."""
+def score(shapes, choose, blocks_per_sm=None, as_run=False):
+    """choose(entry) -> G. Returns the report numbers for that chooser. as_run: a shape whose
+    call left to the heuristic was timed (key warps, requested_g 0) scores that time."""
     regrets, worst, filled, filled_slow, unmeasured = [], [], 0, [], 0
     for key, entry in shapes.items():
         info, times = entry["info"], entry["times"]
         if 1 not in times or entry.get("incomplete"):
             continue
         g = choose(entry)
-        t = pick_time(times, g, entry["model"].key_blocks, entry.get("unstable", ()))
+        if as_run and "auto_ms" in entry:
+            g, t = f"{g} on key warps", entry["auto_ms"]
+        else:
+            t = pick_time(times, g, entry["model"].key_blocks, entry.get("unstable", ()))
         if t is None:
             unmeasured += 1
             continue
@@ -503,7 +522,8 @@ def evaluate(args, raw_path):
                          f"{' or '.join(args.exclude_shapes_in)}")
     attach_models(shapes, args.cc)
     constants = constants_from(args)
-    recorded = score(shapes, lambda entry: int(entry["info"]["heuristic_g"]), args.blocks_per_sm)
+    recorded = score(shapes, lambda entry: int(entry["info"]["heuristic_g"]), args.blocks_per_sm,
+                     as_run=True)
     model = score(shapes, model_chooser(constants), args.blocks_per_sm)
     g1 = score(shapes, lambda entry: 1, args.blocks_per_sm)
     now = {key: e["model"].g() for key, e in shapes.items()}
@@ -519,7 +539,8 @@ def evaluate(args, raw_path):
     if args.max_spread:
         lines.append(f"left out {len(dropped)} unstable timings (median > {args.max_spread} x p10; "
                      f"--max-spread 0 keeps them); a choice whose time was left out is skipped")
-    lines += report_text("flashsplit heuristic (G recorded by explain)", recorded)
+    lines += report_text("flashsplit heuristic (G recorded by explain; calls on key warps as "
+                         "they ran)", recorded)
 
     def modelled(key, g):
         return shapes[key]["model"].modelled_us(g, constants)

@@ -112,9 +112,31 @@ def test_evaluate_scores_the_recorded_g_apart_from_the_model(tmp_path, capsys):
     rows = [row for shape in SHAPES for row in planted(shape, cpp_g(shape), 1)]
     text = report(capsys, ["--evaluate", write_csv(tmp_path / "raw.csv", rows)])
     assert "regret geomean 1.0000" in section(text, "C++ heuristic")
-    assert "worst 1.300" in section(text, "flashsplit heuristic (G recorded by explain)")
+    assert "worst 1.300" in section(text, "flashsplit heuristic (G recorded by explain")
     split = sum(cpp_g(shape) != 1 for shape in SHAPES)
     assert f"gives the recorded G on {len(SHAPES) - split}/{len(SHAPES)} shapes" in text
+
+
+def test_a_call_on_key_warps_scores_its_own_time(tmp_path, capsys):
+    """A requested G runs one-warp blocks; where the call left to the heuristic ran key warps,
+    its row (requested_g 0) is the recorded choice's time, and the model is scored on the split
+    candidates alone."""
+    shape = (16, 32, 4, 1, 8192, 64, False)
+    rows = planted(shape, 4, 1)
+    auto = dict(rows[0], requested_g=tune.AUTO, g=1, ms=0.95, p10_ms=0.95, p90_ms=0.95,
+                key_warps=4)
+    path = write_csv(tmp_path / "raw.csv", rows + [auto])
+    entry = next(iter(tune.load_raw(path).values()))
+    assert entry["auto_ms"] == 0.95 and tune.AUTO not in entry["times"]
+    text = report(capsys, ["--evaluate", path])
+    recorded = section(text, "flashsplit heuristic (G recorded by explain")
+    assert "regret geomean 0.9500" in recorded, text
+    assert "chose G=1 on key warps 0.95 ms, best G=4 1 ms" in text, text
+    g1 = section(text, "always G=1")
+    assert "regret geomean 1.3000" in g1, text
+    # Without the row the recorded G=1 is the one-warp call's time.
+    text = report(capsys, ["--evaluate", write_csv(tmp_path / "old.csv", rows)])
+    assert "regret geomean 1.3000" in section(text, "flashsplit heuristic (G recorded by explain")
 
 
 def test_csv_without_the_kernel_column_ran_the_portable_kernels(tmp_path, capsys):
