@@ -207,6 +207,14 @@ MEMCHECK_CASES = [
     # ... and over pages of 16 copied a row at a time (d=128).
     Case("fp16-d128-causal-G1-hopper-running-max-paged16", "fp16", 128, True, 2, 130, 4200, 2,
          1, 1, "paged16", 128),
+    # Longer queries than chunks: the running-max tiles drawn from a counter (dense, varlen and
+    # over pages of 64), each tile passed through the tile ring.
+    Case("bf16-d128-causal-G1-hopper-running-max-drawn", "bf16", 128, True, 1, 1100, 4200, 2, 2,
+         1, "contiguous", 128),
+    Case("fp16-d64-causal-G1-varlen-hopper-running-max-drawn", "fp16", 64, True, 2, 1300, 4300,
+         2, 1, 1, "varlen", 128),
+    Case("bf16-d128-causal-G1-hopper-running-max-drawn-paged64", "bf16", 128, True, 2, 1300,
+         4300, 2, 1, 1, "paged64", 128),
 ]
 # Shared-memory hazards are per kernel variant: the Hopper kernel (sq >= 64, and a short GQA
 # query block packed into its rows), the portable wide tile and the narrow tile (decode).
@@ -242,6 +250,9 @@ RACECHECK_CASES = [
     Case("race-bf16-d96-causal-G1-hopper", "bf16", 96, True, 1, 200, 300, 2, 2, 1, "contiguous"),
     Case("race-fp16-d128-causal-G1-hopper-running-max", "fp16", 128, True, 1, 130, 4200, 1, 1, 1,
          "contiguous", 128),
+    # The running-max tiles drawn from a counter through the tile ring: 144 tiles on 132 SMs.
+    Case("race-fp16-d128-causal-G1-hopper-running-max-drawn", "fp16", 128, True, 1, 1100, 4200,
+         16, 16, 1, "contiguous", 128),
     Case("race-bf16-d128-causal-G1-hopper-running-max-paged64", "bf16", 128, True, 1, 130, 4200,
          1, 1, 1, "paged64", 128),
     Case("race-bf16-d128-causal-G1-hopper-running-max-paged16", "bf16", 128, True, 1, 130, 4200,

@@ -16,8 +16,9 @@ constexpr int kHopperBlockN = 128;
 // tile's loads overlapping the current tile's epilogue) or one block per tile. Persistent pays
 // where tiles are short; on long causal tiles a static assignment drifts out of step and the
 // K/V of many heads crowd L2, so long tiles use the hardware's block scheduling, except causal
-// tiles of consumers side by side, which draw their tiles from a counter in the grouped order
-// at any length (draws_tiles_from_counter in core/plan.cpp).
+// tiles of consumers side by side and the long causal ping-pong tiles at the running max, which
+// draw their tiles from a counter in the grouped order at any length (draws_tiles_from_counter
+// in core/plan.cpp).
 constexpr int kHopperPersistentMaxKeyBlocks = 32;
 constexpr bool hopper_persistent(long long sk) {
   return (sk + kHopperBlockN - 1) / kHopperBlockN <= kHopperPersistentMaxKeyBlocks;

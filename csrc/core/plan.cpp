@@ -127,26 +127,31 @@ bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& p, const Til
 // tiles drawn from a counter in the grouped order: as blocks free up they take the longest
 // tiles left, as a launch of a block per tile hands them out, and the next tile's loads overlap
 // the current tile's epilogue (over a block per tile: +1-3.4% at d=64 to 128 with 8k keys,
-// +2.8-4.1% on GQA shapes of 4k-8k keys, within 1% at 16k-32k).
+// +2.8-4.1% on GQA shapes of 4k-8k keys, within 1% at 16k-32k). So do the long causal 128-row
+// tiles at the running max, where their keys load as TMA boxes (the producer warpgroup that
+// copies pages a row at a time walks a static order together) and they are not chunks (those
+// run persistent in the head-major order: hopper_persistent_chunk): over a block per tile
+// +0.4-2.3% on 4-8 heads of 8k-16k keys at d=64 to 128, outputs bitwise the same (H200).
 bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& p,
-                              const TileConfig& tiles) {
-  return family == KernelFamily::kHopperWgmma && p.causal &&
-         (tiles.block_m == kHopperTallRows || tiles.block_m == kHopperWideRows);
+                              const TileConfig& tiles, int num_splits) {
+  if (family != KernelFamily::kHopperWgmma || !p.causal) return false;
+  if (tiles.block_m == kHopperTallRows || tiles.block_m == kHopperWideRows) return true;
+  const bool boxes = p.page_size == 0 || hopper_page_box_rows(p.page_size, tiles.block_n) != 0;
+  return boxes && !hopper_persistent_chunk(p.sq, p.sk, p.causal) &&
+         takes_running_max_for_run(family, p, tiles, num_splits);
 }
 
 namespace {
 
-// Causal tiles run in the grouped order of tile_order.h, except on persistent ping-pong (128-row)
-// launches, whose static walk is tuned to the head-major order (one unit per group), as is
-// everything without the mask. Launched a block per tile, the head-major order hands the SMs
-// each head's tiles longest first but the heads one after another, and the blocks that draw
-// the last heads' long tiles finish late: simulated 11-23% over longest-first on grids of
-// 8-32 heads of 4k-8k rows.
+// Causal tiles run in the grouped order of tile_order.h, except on persistent launches of a
+// static walk (the short ping-pong tiles, chunks), tuned to the head-major order (one unit per
+// group), as is everything without the mask. Launched a block per tile or drawn from a
+// counter, the head-major order hands the SMs each head's tiles longest first but the heads
+// one after another, and the blocks that draw the last heads' long tiles finish late:
+// simulated 11-23% over longest-first on grids of 8-32 heads of 4k-8k rows.
 int causal_group_for(const AttnProblem& p, const TileConfig& tiles, int num_splits,
-                     bool persistent) {
-  const bool side_by_side =
-      tiles.block_m == kHopperTallRows || tiles.block_m == kHopperWideRows;
-  if (!p.causal || (!side_by_side && persistent)) return 1;
+                     bool persistent, bool tile_counter) {
+  if (!p.causal || (persistent && !tile_counter)) return 1;
   // A unit is a query head's rows, or a GQA group's where the tiles pack the heads; the units
   // of one k/v head (heads / hk of them) share its keys and values.
   const long long heads = tiles.packs_heads ? p.hk : p.h;
@@ -158,7 +163,8 @@ int causal_group_for(const AttnProblem& p, const TileConfig& tiles, int num_spli
 
 void plan_hopper_walk(const AttnProblem& p, const DeviceInfo& device, const PlanOptions& options,
                       LaunchPlan& plan) {
-  plan.tile_counter = draws_tiles_from_counter(plan.gate.family, p, plan.tiles);
+  plan.running_max = takes_running_max_for_run(plan.gate.family, p, plan.tiles, plan.num_splits);
+  plan.tile_counter = draws_tiles_from_counter(plan.gate.family, p, plan.tiles, plan.num_splits);
   plan.persistent = device.sm_count > 0 && (hopper_persistent(p.sk) ||
                                              hopper_persistent_chunk(p.sq, p.sk, p.causal) ||
                                              plan.tile_counter);
@@ -168,8 +174,8 @@ void plan_hopper_walk(const AttnProblem& p, const DeviceInfo& device, const Plan
   }
   plan.carry = carry_across_tiles_for_run(plan.gate.family, p, plan.tiles);
   plan.rotate_rounds = rotates_rounds_for_run(plan.gate.family, p, plan.tiles, plan.num_splits);
-  plan.tile_group = causal_group_for(p, plan.tiles, plan.num_splits, plan.persistent);
-  plan.running_max = takes_running_max_for_run(plan.gate.family, p, plan.tiles, plan.num_splits);
+  plan.tile_group =
+      causal_group_for(p, plan.tiles, plan.num_splits, plan.persistent, plan.tile_counter);
   const long long tiles = plan.tiles_per_split * plan.num_splits;
   const long long main_tiles = plan.tail.active() ? plan.tail.main_tiles : tiles;
   plan.forward_grid.x = plan.persistent ? std::min<long long>(main_tiles, device.sm_count)

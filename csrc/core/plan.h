@@ -142,9 +142,11 @@ bool takes_running_max_for_run(KernelFamily family, const AttnProblem& problem,
 bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& problem,
                             const TileConfig& tiles, int num_splits);
 
-// Whether a call on `tiles` hands its tiles out through a counter (tile_order.h): persistent
-// causal Hopper launches of tiles whose consumers run side by side (192 and 256 rows).
+// Whether a call of num_splits splits on `tiles` hands its tiles out through a counter
+// (tile_order.h): persistent causal Hopper launches of tiles whose consumers run side by side
+// (192 and 256 rows), and of the long 128-row tiles at the running max whose keys load as TMA
+// boxes, but for chunks (hopper_persistent_chunk).
 bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& problem,
-                              const TileConfig& tiles);
+                              const TileConfig& tiles, int num_splits);
 
 }  // namespace flashsplit

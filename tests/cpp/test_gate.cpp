@@ -888,20 +888,35 @@ TEST(HopperSchedule, RotatedRoundsReportedOnlyForPersistentHopperLaunches) {
   EXPECT_FALSE(rotates_rounds_for_run(hopper, p, kTallTiles, 1));
 }
 
-TEST(HopperSchedule, TilesDrawnFromACounterOnlyWhereConsumersRunSideBySide) {
+TEST(HopperSchedule, TilesDrawnFromACounterSideBySideAndAtTheRunningMax) {
   AttnProblem p = long_sequence_problem();  // d=128, 4096 keys: persistent
   p.causal = true;
-  const TileConfig ping_pong = kPingPongTiles, tall = kTallTiles, wide = kWideTiles;
-  EXPECT_TRUE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, tall));
-  EXPECT_TRUE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, wide));
-  EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, ping_pong));
-  EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kPortableMma, p, tall));
-  p.sk = 4097;  // longer tiles too (persistent for the counter's sake)
-  EXPECT_TRUE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, tall));
-  EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, ping_pong));
-  p.sk = 4096;
+  const KernelFamily hopper = KernelFamily::kHopperWgmma;
+  TileConfig ping_pong = kPingPongTiles;
+  const TileConfig tall = kTallTiles, wide = kWideTiles;
+  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, tall, 1));
+  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, wide, 1));
+  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, ping_pong, 1));
+  EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kPortableMma, p, tall, 1));
+  p.sk = 4097;  // longer tiles too (persistent for the counter's sake), and at the running max
+  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, tall, 1));
+  ping_pong.packs_heads = false;  // a head's rows, as the Hopper tiles of prefill hold
+  ping_pong.wgmma = true;
+  ASSERT_TRUE(takes_running_max_for_run(hopper, p, ping_pong, 1));
+  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, ping_pong, 1));
+  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, ping_pong, 2));  // split: the block max
+  p.page_size = 16;  // the producer warpgroup copies these pages a row at a time
+  ASSERT_TRUE(takes_running_max_for_run(hopper, p, ping_pong, 1));
+  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, ping_pong, 1));
+  p.page_size = 64;
+  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, ping_pong, 1));
+  p.page_size = 0;
+  p.sq = 1024;  // a chunk: the persistent head-major walk
+  ASSERT_TRUE(takes_running_max_for_run(hopper, p, ping_pong, 1));
+  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, ping_pong, 1));
+  p.sq = 4096; p.sk = 4096;
   p.causal = false;  // equal tiles: the static walk
-  EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kHopperWgmma, p, tall));
+  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, tall, 1));
 }
 
 TEST(HopperSchedule, CarryReportedOnlyForPersistentPingPongTiles) {

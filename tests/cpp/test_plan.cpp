@@ -59,10 +59,10 @@ TEST(Plan, HopperFieldsAreTheRulesAnswers) {
           EXPECT_EQ(plan.tiles.block_m, tiles.block_m);
           EXPECT_EQ(plan.tiles.block_n, tiles.block_n);
           EXPECT_EQ(plan.persistent, hopper_persistent(p.sk) ||
-                                         draws_tiles_from_counter(plan.gate.family, p, tiles));
+                                         draws_tiles_from_counter(plan.gate.family, p, tiles, g));
           EXPECT_EQ(plan.carry, carry_across_tiles_for_run(plan.gate.family, p, tiles));
           EXPECT_EQ(plan.rotate_rounds, rotates_rounds_for_run(plan.gate.family, p, tiles, g));
-          EXPECT_EQ(plan.tile_counter, draws_tiles_from_counter(plan.gate.family, p, tiles));
+          EXPECT_EQ(plan.tile_counter, draws_tiles_from_counter(plan.gate.family, p, tiles, g));
           EXPECT_EQ(plan.running_max,
                     takes_running_max_for_run(plan.gate.family, p, tiles, g));
           const TailSplit tail = tail_split_for_run(plan.gate.family, p, tiles, 132, g);
@@ -181,20 +181,60 @@ TEST(Plan, CausalGroupsCountAGqaGroupsKeysAndValuesOnce) {
   EXPECT_EQ(plan.tile_group, 32);
 }
 
-TEST(Plan, CausalPingPongTilesLaunchedABlockPerTileRunInKvGroups) {
-  // 1400 causal queries against 5000 keys on few heads run 128-row tiles a block each: the SMs
-  // take them in the grouped order, every head's longest tiles first, not head after head.
+TEST(Plan, LongCausalPingPongTilesAreDrawnFromACounterInKvGroups) {
+  // 1400 causal queries against 5000 keys on few heads run 128-row tiles at the running max,
+  // drawn from a counter by one block per SM in the grouped order: every head's longest tiles
+  // first, not head after head.
   const LaunchPlan plan = plan_of(problem(1, 8, 1, 1400, 5000, 128, true), 1);
   ASSERT_EQ(plan.tiles.block_m, kHopperBaseRows);
-  ASSERT_FALSE(plan.persistent);
-  EXPECT_FALSE(plan.tile_counter);
+  ASSERT_TRUE(plan.running_max);
+  EXPECT_TRUE(plan.tile_counter);
+  EXPECT_TRUE(plan.persistent);
+  EXPECT_EQ(plan.forward_grid.x, 8 * 11);  // fewer tiles than SMs: one block each
   EXPECT_EQ(plan.tile_group, causal_tile_group(8, causal_unit_kv_bytes(5000, 128, 2, 1, 8)));
   EXPECT_EQ(plan.tile_group, 8);
-  // Persistent ping-pong launches keep the head-major order their static walk is tuned to.
+  const LaunchPlan more = plan_of(problem(1, 8, 8, 8192, 8192, 128, true), 1);
+  ASSERT_TRUE(more.running_max);
+  EXPECT_TRUE(more.tile_counter);
+  EXPECT_EQ(more.forward_grid.x, 132);
+  // Split, they launch a block per tile, still in the grouped order.
+  const LaunchPlan split = plan_of(problem(1, 8, 1, 1400, 5000, 128, true), 2);
+  ASSERT_EQ(split.tiles.block_m, kHopperBaseRows);
+  ASSERT_FALSE(split.running_max);
+  EXPECT_FALSE(split.tile_counter || split.persistent);
+  EXPECT_EQ(split.forward_grid.x, 2 * 8 * 11);
+  EXPECT_EQ(split.tile_group,
+            causal_tile_group(2 * 8, causal_unit_kv_bytes(5000, 128, 2, 2, 8)));
+  EXPECT_GT(split.tile_group, 1);
+  // Chunks and persistent ping-pong launches of short tiles keep the head-major order their
+  // static walk is tuned to.
+  const LaunchPlan chunk = plan_of(problem(4, 40, 8, 1024, 6000, 128, true), 1);
+  ASSERT_TRUE(chunk.running_max && chunk.persistent);
+  EXPECT_FALSE(chunk.tile_counter);
+  EXPECT_EQ(chunk.tile_group, 1);
   const LaunchPlan persistent = plan_of(problem(1, 8, 1, 4096, 4096, 128, true), 1);
   ASSERT_EQ(persistent.tiles.block_m, kHopperBaseRows);
   ASSERT_TRUE(persistent.persistent);
+  EXPECT_FALSE(persistent.tile_counter);
   EXPECT_EQ(persistent.tile_group, 1);
+}
+
+TEST(Plan, LongCausalSequencesAreDrawnFromACounterWhereTheirKeysLoadAsBoxes) {
+  // Sequences of their own lengths draw as the dense call does, contiguous or over pages loaded
+  // as boxes; over pages copied a row at a time the producer warpgroup walks a static order, so
+  // they launch a block per tile (in the grouped order too).
+  AttnProblem p = problem(1, 8, 8, 8192, 8192, 128, true);
+  p.per_sequence = true;
+  for (int64_t page : {0, 16, 64, 256}) {
+    p.page_size = page;
+    const LaunchPlan plan = plan_of(p, 1);
+    ASSERT_TRUE(plan.running_max) << page;
+    EXPECT_EQ(plan.page_rows, page == 16) << page;
+    EXPECT_EQ(plan.tile_counter, page != 16) << page;
+    EXPECT_EQ(plan.persistent, page != 16) << page;
+    EXPECT_EQ(plan.tile_group, causal_tile_group(8, causal_unit_kv_bytes(8192, 128, 2, 1, 1)))
+        << page;
+  }
 }
 
 TEST(Plan, LongCausalPingPongTilesTakeProbabilitiesAtTheRunningMax) {

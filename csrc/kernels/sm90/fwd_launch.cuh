@@ -127,6 +127,11 @@ template <class Elem, int D, bool Causal, bool Split, class Tiles,
           KvLayout Layout = KvLayout::kDense, bool PackHeads = false>
 void launch_variant(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
                     LaunchRecord* record) {
+  using Kt = FwdKernelTraits<Elem, D, Causal, Split, Tiles, false, Layout, PackHeads>;
+  if (plan.tile_counter && !Kt::kDrawsTiles) {
+    throw std::logic_error("flashsplit: the plan draws tiles from a counter on an instance that "
+                           "walks a static order");
+  }
   HopperFwdParams hp = make_hopper_params<D, Tiles, Layout, PackHeads>(params);
   set_walk<D, Tiles, PackHeads>(hp, plan, stream);
   constexpr int kSmemBytes = shared_storage_bytes<Tiles>();

@@ -180,6 +180,12 @@ struct FwdKernelTraits {
   // launch, at any length (measured +7-12% at 2048-4096 rows). The persistent ping-pong kernels
   // keep the head-major static walk: there the counter measured even to 2.5% slower.
   static constexpr bool kGroupedWalk = kGroupedOrder && !Tiles::kOverlap;
+  // The instances whose launches may draw their tiles from a counter (the plan decides:
+  // LaunchPlan::tile_counter): those above, and the long ping-pong tiles at the running max
+  // whose producer is one thread (a warpgroup copying pages a row at a time walks a static
+  // order together).
+  static constexpr bool kDrawsTiles =
+      kGroupedWalk || (kGroupedOrder && Tiles::kRunningMax && !kWarpgroupCopies);
   // The order a tile's key blocks are walked in: last first, so masking (the keys past sk, the
   // causal diagonal) is needed only early, except on causal ping-pong tiles from d=128, which
   // walk them first to last. Walking back from its own diagonal, each of a head's query tiles

@@ -77,7 +77,7 @@ __device__ __forceinline__ void init_barriers(const SharedView<typename Kt::Tile
       mbar_init(&smem.q_full()[b], 1);
       mbar_init(&smem.q_empty()[b], 4 * Tiles::kConsumers);
     }
-    if constexpr (Kt::kGroupedWalk) {
+    if constexpr (Kt::kDrawsTiles) {
       for (int r = 0; r < Tiles::kTileRing; ++r) {
         mbar_init(&smem.tile_full()[r], 1);
         mbar_init(&smem.tile_empty()[r], 4 * Tiles::kConsumers);

@@ -86,7 +86,7 @@ struct TileScheduler {
     end_slot = Kt::kTailPass ? tail.main_tiles + 2 * tail.sm_count
                              : (tail.active() ? tail.main_tiles : total_tiles);
     slot_stride = Kt::kTailPass ? tail.sm_count : gridDim.x;
-    dynamic = Kt::kGroupedWalk && sp.tile_counter != nullptr;
+    dynamic = Kt::kDrawsTiles && sp.tile_counter != nullptr;
   }
 
   // Tile `tile` of the launch's order (the grouped order in kGroupedOrder, else head-major):
