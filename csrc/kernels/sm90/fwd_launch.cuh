@@ -212,10 +212,10 @@ using TallTiles = HopperTiles<D, kHopperTallRows, false, false, D == 64 ? 2 : 1,
 template <int D>
 using PingPongTiles = HopperTiles<D, kHopperBaseRows, true, true, 2, true>;
 // The same for unsplit causal calls over long keys: probabilities at the running max
-// (LaunchPlan::running_max).
-template <int D>
+// (LaunchPlan::running_max), walking the static rounds (chunks) or drawn from a counter.
+template <int D, bool Drawn>
 using LongCausalTiles =
-    HopperTiles<D, kHopperBaseRows, true, true, 2, true, kHopperBlockN, D, true>;
+    HopperTiles<D, kHopperBaseRows, true, true, 2, true, kHopperBlockN, D, true, false, Drawn>;
 // 128 rows at d=192 and 256: ping-pong tiles over hopper_large_head_block_n keys, one Q buffer
 // (so they do not carry S across tiles).
 template <int D>
@@ -232,22 +232,16 @@ using WideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false, kHopp
 using RowTableWideTiles = HopperTiles<64, kHopperWideRows, false, false, 2, false,
                                       kHopperWideBlockN, 64, false, true>;
 
-// Unsplit causal calls over long keys on the 128-row tiles (LaunchPlan::running_max), dense or
-// of sequences of their own lengths, over contiguous k/v, pages loaded as boxes or pages copied
-// a row at a time (hopper_running_max_copies_rows).
-template <class Elem, int D>
-void launch_long_causal(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
-                        LaunchRecord* record) {
-  if (!params.causal || plan.num_splits != 1 || plan.tiles.block_m != kHopperBaseRows ||
-      plan.tiles.block_n != LongCausalTiles<D>::kBlockN || plan.tiles.packs_heads) {
-    throw std::logic_error("flashsplit: the running-max tiles are for unsplit causal calls "
-                           "of one head a row");
-  }
-  using Tiles = LongCausalTiles<D>;
+// Unsplit causal calls over long keys on the running-max tiles `Tiles`, dense or of sequences
+// of their own lengths, over contiguous k/v, pages loaded as boxes or pages copied a row at a
+// time (hopper_running_max_copies_rows; not drawn from a counter).
+template <class Elem, int D, class Tiles>
+void launch_long_causal_on(const AttnFwdParams& params, const LaunchPlan& plan,
+                           gpuStream_t stream, LaunchRecord* record) {
   if (!plan.sequences) {
     return launch_variant<Elem, D, true, false, Tiles>(params, plan, stream, record);
   }
-  if constexpr (hopper_running_max_copies_rows(D)) {
+  if constexpr (hopper_running_max_copies_rows(D) && !Tiles::kDrawn) {
     if (plan.page_rows) {
       return launch_variant<Elem, D, true, false, Tiles, KvLayout::kPagedRows>(params, plan,
                                                                               stream, record);
@@ -261,9 +255,26 @@ void launch_long_causal(const AttnFwdParams& params, const LaunchPlan& plan, gpu
   }
   if (plan.paged) {
     throw std::logic_error("flashsplit: no running-max tiles for paged k/v at d=" +
-                           std::to_string(D));
+                           std::to_string(D) + (plan.page_rows ? " copied a row at a time" : "") +
+                           (Tiles::kDrawn ? " drawn from a counter" : ""));
   }
   launch_variant<Elem, D, true, false, Tiles, KvLayout::kSequences>(params, plan, stream, record);
+}
+
+// Unsplit causal calls over long keys on the 128-row tiles (LaunchPlan::running_max): drawn from
+// a counter where the plan says so (LaunchPlan::tile_counter), else in static rounds.
+template <class Elem, int D>
+void launch_long_causal(const AttnFwdParams& params, const LaunchPlan& plan, gpuStream_t stream,
+                        LaunchRecord* record) {
+  if (!params.causal || plan.num_splits != 1 || plan.tiles.block_m != kHopperBaseRows ||
+      plan.tiles.block_n != kHopperBlockN || plan.tiles.packs_heads) {
+    throw std::logic_error("flashsplit: the running-max tiles are for unsplit causal calls "
+                           "of one head a row");
+  }
+  if (plan.tile_counter) {
+    return launch_long_causal_on<Elem, D, LongCausalTiles<D, true>>(params, plan, stream, record);
+  }
+  launch_long_causal_on<Elem, D, LongCausalTiles<D, false>>(params, plan, stream, record);
 }
 
 // Sequences of their own lengths run instances of their own (FwdKernelTraits::kSequences): the
