@@ -183,14 +183,12 @@ struct FwdKernelTraits {
   // Launches of a block per tile hand them to the SMs in that order, as blocks free up.
   static constexpr bool kGroupedOrder = Causal && !TailPass;
   // Those of consumers side by side (192 and 256 rows) are drawn from a counter by a persistent
-  // launch, at any length (measured +7-12% at 2048-4096 rows). The persistent ping-pong kernels
-  // keep the head-major static walk: there the counter measured even to 2.5% slower.
-  static constexpr bool kGroupedWalk = kGroupedOrder && !Tiles::kOverlap;
-  // The instances whose launches may draw their tiles from a counter (the plan decides:
-  // LaunchPlan::tile_counter): those above, and the long ping-pong tiles at the running max
-  // built to (HopperTiles::kDrawn), whose producer is one thread (a warpgroup copying pages a
-  // row at a time walks a static order together).
-  static constexpr bool kDrawsTiles = kGroupedWalk || (kGroupedOrder && Tiles::kDrawn);
+  // launch, at any length (measured +7-12% at 2048-4096 rows), and so are the long ping-pong
+  // tiles at the running max of calls that are not chunks, in instances of their own
+  // (HopperTiles::kDrawn) whose producer is one thread. The other persistent ping-pong kernels
+  // keep the head-major static walk: there the counter measured even to 2.5% slower. The plan
+  // decides whether a launch draws (LaunchPlan::tile_counter).
+  static constexpr bool kDrawsTiles = kGroupedOrder && (!Tiles::kOverlap || Tiles::kDrawn);
   static_assert(!(Tiles::kDrawn && kWarpgroupCopies), "the copying warpgroup walks together");
   // The order a tile's key blocks are walked in: last first, so masking (the keys past sk, the
   // causal diagonal) is needed only early, except on causal ping-pong tiles from d=128, which

@@ -532,10 +532,10 @@ __device__ __forceinline__ void run_producer(const HopperFwdParams& hp,
                                              const TileScheduler<Kt>& sched) {
   // Blocks without a tile in a part-full last round start later (hopper_staggered_block in
   // core/hopper_tiles.h); the consumers wait for their registers and this tile's Q meanwhile.
-  // Not where the launch draws its tiles from a counter: there no block knows its tile count
-  // (and the split 192-row d=128 kernel spilled with the check compiled in).
-  if constexpr (!Kt::kTailPass && !Kt::kGroupedWalk) {
-    if (!sched.dynamic && hopper_staggered_block(sched.end_slot, gridDim.x, blockIdx.x))
+  // Not in the instances whose launches draw their tiles from a counter: there no block knows
+  // its tile count (and the split 192-row d=128 kernel spilled with the check compiled in).
+  if constexpr (!Kt::kTailPass && !Kt::kDrawsTiles) {
+    if (hopper_staggered_block(sched.end_slot, gridDim.x, blockIdx.x))
       sleep_at_least_ns(kHopperStaggerNs);
   }
   release_registers<Kt::kProducerRegs>();
