@@ -97,10 +97,13 @@ def test_tall_d128_tiles_hold_adversarial_scores_in_place(dtype, kind):
 
 
 # Causal calls whose 128-row tiles walk more than 32 key blocks take probabilities at the
-# running max (hopper_causal_running_max): a chunk of queries against longer keys, and a square
-# call on two heads (too few tiles for the 192-row ones); unsplit, as num_splits=0 would split
-# the keys of so few tiles.
-LONG_CAUSAL = {"chunk": (1, 640, 4700, 2, 2), "square": (1, 4700, 4700, 2, 2)}
+# running max (hopper_causal_running_max): a chunk of queries against longer keys (its tiles in
+# static rounds), a square call on two heads (too few tiles for the 192-row ones) and 576 tiles
+# of 1100 queries against 4200 keys on 2 x 32 / 8 heads, both drawn from the counter (the
+# latter several to a block, through the tile ring); unsplit, as num_splits=0 would split the
+# keys of the few tiles.
+LONG_CAUSAL = {"chunk": (1, 640, 4700, 2, 2), "square": (1, 4700, 4700, 2, 2),
+               "drawn": (2, 1100, 4200, 32, 8)}
 
 
 @requires_hopper
@@ -113,6 +116,7 @@ def test_long_causal_tiles_at_the_running_max_are_accurate(dtype, d, shape, kind
     q, k, v = T.adversarial_qkv(torch, kind, b, h, hk, sq, sk, d, dtype, seed=5)
     details = flashsplit.explain(q, k, v, causal=True, num_splits=1)["details"]
     assert details["block_m"] == 128 and details["running_max"], details
+    assert details["tile_counter"] == (shape != "chunk"), details
     high, low = naive_pair(q, k, v, causal=True)
     out, lse, _ = flashsplit.flash_attn_func(q, k, v, causal=True, num_splits=1,
                                              return_attn_probs=True, strict=True)
