@@ -147,6 +147,12 @@ constexpr int hopper_page_box_rows(long long page_size, int block_n = kHopperBlo
   return page_size == kHopperMinPageRows ? kHopperMinPageRows : 0;
 }
 
+// Whether the key blocks of block_n keys load as TMA boxes: contiguous k/v (page_size 0), or
+// pages hopper_page_box_rows loads as boxes.
+constexpr bool hopper_keys_load_as_boxes(long long page_size, int block_n = kHopperBlockN) {
+  return page_size == 0 || hopper_page_box_rows(page_size, block_n) != 0;
+}
+
 // The rows of the boxes contiguous k/v load a key block in: one box of the block's rows, or, on
 // tiles packing a GQA group's heads (multi-token decode, which streams each key once from
 // DRAM), two of 64 rows, measured 1-4% faster than one of 128 on seven multi-token shapes

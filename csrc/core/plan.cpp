@@ -110,7 +110,7 @@ bool takes_running_max_for_run(KernelFamily family, const AttnProblem& p,
                                const TileConfig& tiles, int num_splits) {
   // Key blocks loaded as TMA boxes (contiguous k/v, pages of 64 keys or of whole blocks), or
   // copied a row at a time where the tiles have an instance for it.
-  const bool boxes = p.page_size == 0 || hopper_page_box_rows(p.page_size, tiles.block_n) != 0;
+  const bool boxes = hopper_keys_load_as_boxes(p.page_size, tiles.block_n);
   const int d = static_cast<int>(p.d);
   return family == KernelFamily::kHopperWgmma && tiles.block_m == kHopperBaseRows &&
          !tiles.packs_heads && num_splits == 1 && (boxes || hopper_running_max_copies_rows(d)) &&
@@ -136,8 +136,8 @@ bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& p,
                               const TileConfig& tiles, int num_splits) {
   if (family != KernelFamily::kHopperWgmma || !p.causal) return false;
   if (tiles.block_m == kHopperTallRows || tiles.block_m == kHopperWideRows) return true;
-  const bool boxes = p.page_size == 0 || hopper_page_box_rows(p.page_size, tiles.block_n) != 0;
-  return boxes && !hopper_persistent_chunk(p.sq, p.sk, p.causal) &&
+  return hopper_keys_load_as_boxes(p.page_size, tiles.block_n) &&
+         !hopper_persistent_chunk(p.sq, p.sk, p.causal) &&
          takes_running_max_for_run(family, p, tiles, num_splits);
 }
 
@@ -226,7 +226,7 @@ LaunchPlan make_launch_plan(const AttnProblem& p, const DeviceInfo& device,
   }
   plan.tiles = tiles_for_run(family, p, device.sm_count, plan.num_splits);
   plan.page_rows =
-      plan.paged && hopper && hopper_page_box_rows(p.page_size, plan.tiles.block_n) == 0;
+      plan.paged && hopper && !hopper_keys_load_as_boxes(p.page_size, plan.tiles.block_n);
   // Unsplit (resolve_splits_for).
   if (const int per_sm = key_warp_blocks_per_sm_for_run(family, p, device, wanted)) {
     plan.tiles = sm80_key_warp_tile_config(static_cast<int>(p.d), per_sm);

@@ -246,6 +246,12 @@ TEST(KeyBoxes, PagedBoxesReadNoSlotPastTheSequenceAndLabelTheirKeys) {
   // The wide tiles' 64-key blocks: a box of a block's rows from any multiple of 64 keys.
   for (int page : {64, 128, 192, 256, 4096}) EXPECT_EQ(hopper_page_box_rows(page, 64), 64) << page;
   for (int page : {1, 16, 32, 48, 96, 200}) EXPECT_EQ(hopper_page_box_rows(page, 64), 0) << page;
+  // Contiguous k/v loads as boxes too; pages as hopper_page_box_rows says.
+  EXPECT_TRUE(hopper_keys_load_as_boxes(0));
+  for (int page : {1, 8, 16, 24, 32, 48, 64, 96, 128, 200, 512}) {
+    EXPECT_EQ(hopper_keys_load_as_boxes(page), hopper_page_box_rows(page) != 0) << page;
+    EXPECT_EQ(hopper_keys_load_as_boxes(page, 64), hopper_page_box_rows(page, 64) != 0) << page;
+  }
 }
 
 // Contiguous k/v: a key block is one box of its rows, or two of 64 rows on tiles packing a
