@@ -219,6 +219,12 @@ struct FwdKernelTraits {
                                            !TailPass;
   static constexpr bool kFastProbabilities =
       Tiles::kOverlap ? !Causal || D > 128 || Tiles::kRunningMax : D == 64 || kRecomputeScores;
+  // Overlapped consumers take those probabilities into P itself, half before the wait for the
+  // P V in flight and half after it, instead of into registers of their own moved to P after
+  // the wait (OnlineSoftmax::at_running_max_landing): on the long causal tiles drawn from the
+  // counter, where it measured 1.1-1.5% faster at d=128 (even at d=64); without the mask 1-2%
+  // slower, and not faster on chunks.
+  static constexpr bool kLandsInP = kFastProbabilities && Tiles::kDrawn;
 };
 
 // A consumer thread's place in the block: its consumer warpgroup (64 query rows each), its warp

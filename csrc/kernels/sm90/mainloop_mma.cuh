@@ -328,13 +328,15 @@ struct FwdConsumer {
   }
   // S of the block in the ring's stage together with P V of the previous block (in pv_stage),
   // in this consumer's turn; returns once S has landed (groups complete in order), P V may
-  // still run.
+  // still run. V's wait comes between the two, so S is on the tensor cores while it is checked
+  // (measured 0.9-1.5% faster on long causal d=128 calls than waiting for K and V first).
   __device__ __forceinline__ void issue_s_with_pv(int pv_stage, uint32_t pv_phase) {
     mbar_wait(&smem.k_full()[ring.stage], ring.phase);
-    mbar_wait(&smem.v_full()[pv_stage], pv_phase);
     wait_turn();
     wgmma_fence();
     issue_qk(ring.stage);
+    mbar_wait(&smem.v_full()[pv_stage], pv_phase);
+    wgmma_fence();
     issue_pv(pv_stage);
     pass_turn();
     wgmma_wait<1>();
@@ -363,11 +365,24 @@ struct FwdConsumer {
     ring.advance();
     if (padding()) return pass_padding_block(n, prev);
     issue_s_with_pv(prev.stage, prev.phase);
-    // P cannot go to pa yet (the P V in flight reads it): to p_next, moved once it landed.
     block_landed(n);
     prepare_scores(n);
-    uint32_t p_next[kBlockN / 16][4];
     float sum[2];
+    if constexpr (Kt::kLandsInP) {
+      const bool at_running_max = softmax.at_running_max_landing(
+          s, pa, sum, mp.zero, [&] { pv_landed(prev.stage); });
+      if (at_running_max || softmax.hold_in_p(pa, sum)) {
+        softmax.add_to_row_sums(sum);
+        if (!at_running_max) softmax.rescale_o(o);
+      } else {
+        softmax.with_max(s);
+        softmax.rescale_o(o);
+        pack_p<Elem, kBlockN>(s, pa);
+      }
+      return;
+    }
+    // P cannot go to pa yet (the P V in flight reads it): to p_next, moved once it landed.
+    uint32_t p_next[kBlockN / 16][4];
     const bool at_running_max =
         Kt::kFastProbabilities && softmax.at_running_max(s, p_next, sum);
     const bool held = at_running_max || (Kt::kFastProbabilities && softmax.hold_in_p(p_next, sum));

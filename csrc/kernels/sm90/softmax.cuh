@@ -10,6 +10,7 @@
 
 #include "core/online_softmax.h"
 #include "kernels/fwd_common.cuh"
+#include "kernels/sm90/hopper_primitives.cuh"
 
 namespace flashsplit {
 namespace sm90 {
@@ -208,15 +209,64 @@ struct OnlineSoftmax {
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float p0 = fast_exp2(softmax_exponent(s[4 * j + 2 * r], scale_log2, base[r]));
-        const float p1 = fast_exp2(softmax_exponent(s[4 * j + 2 * r + 1], scale_log2, base[r]));
-        sum[r] += p0 + p1;
-        dst[j / 2][2 * (j % 2) + r] = pack2<Elem>(p0, p1);
-      }
+      for (int r = 0; r < 2; ++r) dst[j / 2][2 * (j % 2) + r] = group_at(s, j, r, base, sum);
     }
-    // (NaN fails the test too; hold_in_p does not take it: with_max handles it as before.)
+    return within_slack(sum);
+  }
+  // (NaN fails the test too; hold_in_p does not take it: with_max handles it as before.)
+  __device__ __forceinline__ static bool within_slack(const float (&sum)[2]) {
     return !__any_sync(0xffffffffu, !(sum[0] <= kMaxSlack && sum[1] <= kMaxSlack));
+  }
+  // Probabilities of column group j (keys 8j + 2 quad_col + {0, 1}) of row r at base[r],
+  // packed for P; their sum is added to sum[r].
+  __device__ __forceinline__ uint32_t group_at(const float (&s)[kBlockN / 2], int j, int r,
+                                               const float (&base)[2], float (&sum)[2]) const {
+    const float p0 = fast_exp2(softmax_exponent(s[4 * j + 2 * r], scale_log2, base[r]));
+    const float p1 = fast_exp2(softmax_exponent(s[4 * j + 2 * r + 1], scale_log2, base[r]));
+    sum[r] += p0 + p1;
+    return pack2<Elem>(p0, p1);
+  }
+  // at_running_max for the overlapped consumers (FwdKernelTraits::kLandsInP), into P itself,
+  // which the previous block's P V may still read: the first half of the column groups go to
+  // registers of their own, then landed() waits for that P V (called exactly once, also where
+  // the max is not usable), and the second half go into P, the first after them, the moves
+  // among the exponentials. Each write merges P's old value in under `zero` (0, read at run
+  // time), which keeps P's registers until the wait (FwdConsumer::take_next_p).
+  static constexpr int kEarlyGroups = kBlockN / 16;
+  template <class Landed>
+  __device__ __forceinline__ bool at_running_max_landing(const float (&s)[kBlockN / 2],
+                                                         uint32_t (&pa)[kBlockN / 16][4],
+                                                         float (&sum)[2], uint32_t zero,
+                                                         Landed&& landed) {
+    if (!running_max_usable()) {
+      landed();
+      return false;
+    }
+    const float base[2] = {softmax_base_seen(row_max[0], scale_log2),
+                           softmax_base_seen(row_max[1], scale_log2)};
+    sum[0] = sum[1] = 0.f;
+    uint32_t early[kEarlyGroups][2];
+#pragma unroll
+    for (int j = 0; j < kEarlyGroups; ++j)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) early[j][r] = group_at(s, j, r, base, sum);
+    landed();
+    fence_operands(pa);
+#pragma unroll
+    for (int j = kEarlyGroups; j < kBlockN / 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        uint32_t& p = pa[j / 2][2 * (j % 2) + r];
+        p = group_at(s, j, r, base, sum) | (p & zero);
+      }
+#pragma unroll
+    for (int j = 0; j < kEarlyGroups; ++j)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        uint32_t& p = pa[j / 2][2 * (j % 2) + r];
+        p = early[j][r] | (p & zero);
+      }
+    return within_slack(sum);
   }
 
   // After at_running_max returned false: where it took the probabilities and a row's passed
