@@ -443,9 +443,10 @@ def test_varlen_prefill_runs_the_hopper_kernels(dtype, d, causal, heads):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("d", [64, 96, 128])
 def test_long_unsplit_varlen_prefill_tile_heights(d, causal):
-    """Unsplit calls of long sequences run the 192-row tiles at d=64 and with the mask
+    """Unsplit calls of long sequences run the 192-row tiles at d=64 and with the mask at d=96
     (consumers side by side; with the mask, the grouped walk drawn from a counter), else the
-    128-row ones (core/hopper_tiles.h, hopper_block_m)."""
+    128-row ones, at d=128 with the mask those at the running max drawn from a counter
+    (core/hopper_tiles.h, hopper_block_m)."""
     q_lens = [2000, 1999, 0, 4097]
     k_lens = [2000, 2100, 7, 4097]
     q, k, v, cu_q, cu_k = varlen_inputs(q_lens, k_lens, 16, 16, d, torch.bfloat16, "cuda",
@@ -453,7 +454,9 @@ def test_long_unsplit_varlen_prefill_tile_heights(d, causal):
     k_nan, v_nan = _with_nan_rows(k, 100), _with_nan_rows(v, 100)
     decision = varlen_decision(q, k_nan, v_nan, cu_q, cu_k, q_lens, k_lens, causal, 1)
     assert decision["kernel"] == "hopper_wgmma", decision
-    assert decision["details"]["block_m"] == (192 if causal or d == 64 else 128), decision
+    tall = d == 64 or (causal and d == 96)
+    assert decision["details"]["block_m"] == (192 if tall else 128), decision
+    assert decision["details"]["running_max"] == (causal and d == 128), decision
     out, lse = _varlen(q, k_nan, v_nan, cu_q, cu_k, q_lens, k_lens, causal=causal, num_splits=1)
     assert_varlen_matches(out, lse, q, k, v, q_lens, k_lens, f"d={d}", causal=causal)
 

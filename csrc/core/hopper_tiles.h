@@ -100,8 +100,14 @@ constexpr int kHopperTallPctD128Unmasked = 105;
 constexpr int kHopperWidePct = 95;
 constexpr int kHopperWidePctCausal = 85;
 // How much earlier (in %) base tiles must end than tall ones in the longest-first model of a
-// long causal call (causal_longest_first_time) to be chosen over them.
-constexpr int kHopperCausalBaseMarginPct = 3;
+// long causal call (causal_longest_first_time) to be chosen over them (negative: how much later
+// they may end). The model favours base tiles by 2-5% against measurements at d=64 and 96. At
+// d=128 the long causal base tiles (probabilities at the running max taken into P around the
+// P V's wait, drawn from a counter) run as fast as tall ones or faster: base over tall speed
+// 0.99-1.04x on 8 calls of 16-128 heads of 4k-32k rows (H200, each against FlashAttention-3 in
+// the same process), where the model has them 2-7% later; tall tiles keep the calls whose few
+// heads fill the tall tiles' waves better (the model has base tiles 11-15% later there).
+constexpr int hopper_causal_base_margin_pct(int head_dim) { return head_dim == 128 ? -8 : 3; }
 // From this many query rows tall tiles run with the mask over any number of keys, and split
 // calls at d=64 run them. Below it they run with the mask on persistent calls (at most 32 key
 // blocks), where their weighted waves weigh less than the base tiles' and, at d=64, the wide
@@ -188,14 +194,14 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
     return sequences ? kHopperBaseRows : hopper_split_block_m(head_dim, sq, causal, sk);
   const long long pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);
   // Long causal calls hand their tiles to the SMs longest first as SMs free up (the grouped
-  // order of core/tile_order.h: tall tiles drawn from a counter, base tiles launched a block
-  // each): base and tall tiles compare by that order's modelled time
-  // (causal_longest_first_time), not by whole waves. Measured on an H100 (tall over base
-  // speed): d=128 1.08-1.14x on 16-64 heads of 4k-16k rows, d=96 1.11x, d=64 1.2-1.4x; 0.77x on
-  // 4 heads of 8192 rows at d=128 and 0.97-0.98x on chunks of 2048 queries against 8k-16k keys,
+  // order of core/tile_order.h: tall tiles drawn from a counter, base tiles too where they take
+  // the probabilities at the running max): base and tall tiles compare by that order's modelled
+  // time (causal_longest_first_time), not by whole waves. Measured on an H100 (tall over base
+  // speed, before the base tiles took the running max): d=96 1.11x, d=64 1.2-1.4x; 0.77x on 4
+  // heads of 8192 rows at d=128 and 0.97-0.98x on chunks of 2048 queries against 8k-16k keys,
   // where the model picks base tiles. The model favours base tiles by 2-5% against those
   // measurements (even at (1, 8 / 1, 8192), modelled 5% faster on base tiles), so they must end
-  // kHopperCausalBaseMarginPct earlier in it.
+  // hopper_causal_base_margin_pct earlier in it (at d=128 they may end 8% later).
   if (causal && !hopper_persistent(sk) && !wide_exists) {
     if (!tall_exists) return kHopperBaseRows;
     const double base_time = causal_longest_first_time(heads, sq, sk, kHopperBaseRows,
@@ -203,8 +209,9 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
     const double tall_time =
         causal_longest_first_time(heads, sq, sk, kHopperTallRows, hopper_tall_block_n(head_dim),
                                   static_cast<int>(pct), sm_count);
-    return base_time * 100 < tall_time * (100 - kHopperCausalBaseMarginPct) ? kHopperBaseRows
-                                                                            : kHopperTallRows;
+    return base_time * 100 < tall_time * (100 - hopper_causal_base_margin_pct(head_dim))
+               ? kHopperBaseRows
+               : kHopperTallRows;
   }
   const long long base_tiles = heads * ((sq + kHopperBaseRows - 1) / kHopperBaseRows);
   const long long tall_tiles = heads * ((sq + kHopperTallRows - 1) / kHopperTallRows);

@@ -110,29 +110,41 @@ TEST(Plan, TallD96TilesWalk144KeyBlocksWithoutATailSplit) {
 }
 
 TEST(Plan, LongCausalCallsChooseTheirHeightByTheirLongestFirstTime) {
-  // 32 heads of 4097 rows: 1056 base tiles are 8 waves of 132 SMs and 704 tall ones 6, which
-  // weighed by waves favours base tiles; handed out longest first, tall tiles, which cost less
-  // per row, end first.
-  const AttnProblem p = problem(1, 32, 8, 4097, 4097, 128, true);
-  ASSERT_FALSE(hopper_persistent(p.sk));
-  EXPECT_LT(8 * kHopperBaseRows * 100, 6 * kHopperTallRows * kHopperTallPctD128);  // by waves
-  EXPECT_EQ(plan_of(p, 1).tiles.block_m, kHopperTallRows);
+  // 21 heads of 16384 rows at d=96: handed out longest first, tall tiles, which cost less per
+  // row, end 4.5% earlier in the model, more than base tiles' 3% margin.
+  const AttnProblem d96 = problem(1, 21, 21, 16384, 16384, 96, true);
+  ASSERT_FALSE(hopper_persistent(d96.sk));
+  EXPECT_EQ(make_launch_plan(d96, h100(), hopper_build_every_head_dim(), {}, 1).tiles.block_m,
+            kHopperTallRows);
+  // At d=128 base tiles may end up to 8% later in the model: 32 heads of 4097 rows (1056 base
+  // tiles, 704 tall ones) and 16 heads of 16384 rows run base tiles, which the model has 4.5%
+  // and 4.9% later; 4 heads of 12000 rows run tall ones: a head's 63 tall tiles fill two waves
+  // of 132 SMs where its 94 base tiles leave a third (base modelled 15% later).
+  EXPECT_EQ(hopper_causal_base_margin_pct(128), -8);
+  EXPECT_EQ(plan_of(problem(1, 32, 8, 4097, 4097, 128, true), 1).tiles.block_m,
+            kHopperBaseRows);
+  EXPECT_EQ(plan_of(problem(1, 16, 16, 16384, 16384, 128, true), 1).tiles.block_m,
+            kHopperBaseRows);
+  const double base12k = causal_longest_first_time(4, 12000, 12000, kHopperBaseRows, 128, 100, 132);
+  const double tall12k = causal_longest_first_time(4, 12000, 12000, kHopperTallRows, 128,
+                                                   kHopperTallPctD128, 132);
+  EXPECT_GT(base12k * 100, tall12k * 108);
+  EXPECT_EQ(plan_of(problem(1, 4, 4, 12000, 12000, 128, true), 1).tiles.block_m,
+            kHopperTallRows);
   // 4 heads of 8192 rows: a head's longest tall tile (64 key blocks of 192 rows) outlasts the
   // rest of the grid, so base tiles end first; so do chunks of equal tiles that fill whole waves
   // of base tiles (1024 base tiles in 7.8 rounds against 704 tall ones in 5.3).
   EXPECT_EQ(plan_of(problem(1, 4, 4, 8192, 8192, 128, true), 1).tiles.block_m, kHopperBaseRows);
   EXPECT_EQ(plan_of(problem(1, 64, 8, 2048, 16384, 128, true), 1).tiles.block_m,
             kHopperBaseRows);
-  EXPECT_EQ(plan_of(problem(1, 16, 16, 16384, 16384, 128, true), 1).tiles.block_m,
-            kHopperTallRows);
   // 34 heads of 1536 rows against 4224 keys at d=64: base tiles end 0.3% earlier in the model,
-  // within kHopperCausalBaseMarginPct, so the tall ones run.
+  // within their 3% margin, so the tall ones run.
   const AttnProblem close = problem(2, 17, 17, 1536, 4224, 64, true);
   const double base = causal_longest_first_time(34, 1536, 4224, kHopperBaseRows, 128, 100, 132);
   const double tall = causal_longest_first_time(34, 1536, 4224, kHopperTallRows, 128,
                                                 kHopperTallPctCausalLong, 132);
   EXPECT_LT(base, tall);
-  EXPECT_GT(base * 100, tall * (100 - kHopperCausalBaseMarginPct));
+  EXPECT_GT(base * 100, tall * (100 - hopper_causal_base_margin_pct(64)));
   EXPECT_EQ(plan_of(close, 1).tiles.block_m, kHopperTallRows);
 }
 
@@ -154,10 +166,10 @@ TEST(Plan, CausalTilesSideBySideRunInKvGroups) {
   const LaunchPlan plan = plan_of(p, 1);
   ASSERT_EQ(plan.tiles.block_m, kHopperTallRows);
   EXPECT_TRUE(plan.tile_counter);
-  // So are longer ones (47 key blocks), which are persistent only for the counter's sake.
-  const LaunchPlan longer = plan_of(problem(1, 40, 8, 6000, 6000, 128, true), 1);
+  // So are longer ones (94 key blocks), which are persistent only for the counter's sake.
+  const LaunchPlan longer = plan_of(problem(1, 4, 4, 12000, 12000, 128, true), 1);
   ASSERT_EQ(longer.tiles.block_m, kHopperTallRows);
-  ASSERT_FALSE(hopper_persistent(6000));
+  ASSERT_FALSE(hopper_persistent(12000));
   EXPECT_TRUE(longer.tile_counter);
   EXPECT_TRUE(longer.persistent);
   EXPECT_EQ(longer.forward_grid.x, 132);
@@ -176,7 +188,7 @@ TEST(Plan, CausalGroupsCountAGqaGroupsKeysAndValuesOnce) {
   // 4 units once (524 KB), so all 32 units fit one 32 MB group; counted per query head (2 MB
   // each) the group would hold 15.
   const LaunchPlan plan = plan_of(problem(1, 32, 8, 4097, 4097, 128, true), 1);
-  ASSERT_EQ(plan.tiles.block_m, kHopperTallRows);
+  ASSERT_TRUE(plan.tile_counter);
   EXPECT_EQ(plan.tile_group, causal_tile_group(32, causal_unit_kv_bytes(4097, 128, 2, 1, 4)));
   EXPECT_EQ(plan.tile_group, 32);
 }
@@ -269,7 +281,7 @@ TEST(Plan, LongCausalPingPongTilesTakeProbabilitiesAtTheRunningMax) {
   EXPECT_FALSE(make_launch_plan(problem(1, 8, 8, 8192, 8192, 192, true), h100(), every_head_dim,
                                 {}, 0)
                    .running_max);
-  const LaunchPlan tall = plan_of(problem(1, 32, 8, 4097, 4097, 128, true));
+  const LaunchPlan tall = plan_of(problem(1, 4, 4, 12000, 12000, 128, true));
   ASSERT_EQ(tall.tiles.block_m, kHopperTallRows);
   EXPECT_FALSE(tall.running_max);
 }
