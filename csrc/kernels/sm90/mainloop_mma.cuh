@@ -336,7 +336,7 @@ struct FwdConsumer {
     wgmma_fence();
     issue_qk(ring.stage);
     mbar_wait(&smem.v_full()[pv_stage], pv_phase);
-    wgmma_fence();
+    wgmma_fence();  // again after the wait's loop (else ptxas injects one: C7519)
     issue_pv(pv_stage);
     pass_turn();
     wgmma_wait<1>();
