@@ -65,10 +65,10 @@ MEMCHECK_CASES = [
     Case("bf16-d64-full-G1-hopper192-padding", "bf16", 64, False, 1, 1600, 300, 12, 12, 1,
          "contiguous", 192),
     # 192 rows (one Q buffer from d=96), unsplit: 264 heads of 384 rows at d=96; with the mask,
-    # 12 heads of 1536 rows against 700 keys at d=128 (the first 836 rows see none).
+    # 12 heads of 1536 rows against 500 keys at d=128 (the first 1036 rows see none).
     Case("bf16-d96-full-G1-hopper192-grid", "bf16", 96, False, 2, 384, 300, 132, 132, 1,
          "contiguous", 192),
-    Case("fp16-d128-causal-G1-hopper192", "fp16", 128, True, 1, 1536, 700, 12, 12, 1,
+    Case("fp16-d128-causal-G1-hopper192", "fp16", 128, True, 1, 1536, 500, 12, 12, 1,
          "contiguous", 192),
     # 256 rows (unsplit d=64 without the mask, four consumers over 64-key blocks) where they
     # take fewer waves: 264 heads of 440 rows (528 tiles; the last tile's fourth consumer is all
@@ -108,6 +108,12 @@ MEMCHECK_CASES = [
          "contiguous", 128),
     Case("bf16-d64-causal-G1-hopper128-running-max", "bf16", 64, True, 1, 130, 4300, 2, 2, 1,
          "contiguous", 128),
+    # At d=128 over 5-32 key blocks too, persistent: in static rounds carrying S across tiles
+    # (256 tiles), or drawn from the counter where the rounds do not even out (200 tiles).
+    Case("bf16-d128-causal-G1-hopper128-running-max-rounds", "bf16", 128, True, 2, 1024, 1024,
+         16, 16, 1, "contiguous", 128),
+    Case("fp16-d128-causal-G1-hopper128-running-max-drawn-persistent", "fp16", 128, True, 1, 640,
+         640, 40, 40, 1, "contiguous", 128),
     # Head dims 96 (32-column slabs, 128- and 192-row tiles), 192 and 256 (112- and 80-key
     # blocks, stores from registers), v's 128 beside 192, and their portable decode tiles.
     Case("bf16-d96-causal-G3-hopper128", "bf16", 96, True, 1, 300, 500, 4, 2, 3, "contiguous",
@@ -252,6 +258,9 @@ RACECHECK_CASES = [
          "contiguous", 128),
     # The running-max tiles drawn from a counter through the tile ring: 144 tiles on 132 SMs.
     Case("race-fp16-d128-causal-G1-hopper-running-max-drawn", "fp16", 128, True, 1, 1100, 4200,
+         16, 16, 1, "contiguous", 128),
+    # Persistent running-max tiles in static rounds, S carried across tiles (256 tiles).
+    Case("race-bf16-d128-causal-G1-hopper-running-max-rounds", "bf16", 128, True, 2, 1024, 1024,
          16, 16, 1, "contiguous", 128),
     Case("race-bf16-d128-causal-G1-hopper-running-max-paged64", "bf16", 128, True, 1, 130, 4200,
          1, 1, 1, "paged64", 128),

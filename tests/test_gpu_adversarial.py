@@ -106,6 +106,15 @@ LONG_CAUSAL = {"chunk": (1, 640, 4700, 2, 2), "square": (1, 4700, 4700, 2, 2),
                "drawn": (2, 1100, 4200, 32, 8)}
 
 
+def _assert_unsplit_causal_accurate(q, k, v, dtype, what):
+    """The unsplit causal call's output and lse within tolerance of the float64 reference."""
+    high, low = naive_pair(q, k, v, causal=True)
+    out, lse, _ = flashsplit.flash_attn_func(q, k, v, causal=True, num_splits=1,
+                                             return_attn_probs=True, strict=True)
+    assert_within_tolerance(out, high[0], low[0], dtype, what + " out")
+    assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
+
+
 @requires_hopper
 @pytest.mark.parametrize("kind", ["random", "rising", "falling", "sink"])
 @pytest.mark.parametrize("shape", list(LONG_CAUSAL))
@@ -117,12 +126,28 @@ def test_long_causal_tiles_at_the_running_max_are_accurate(dtype, d, shape, kind
     details = flashsplit.explain(q, k, v, causal=True, num_splits=1)["details"]
     assert details["block_m"] == 128 and details["running_max"], details
     assert details["tile_counter"] == (shape != "chunk"), details
-    high, low = naive_pair(q, k, v, causal=True)
-    out, lse, _ = flashsplit.flash_attn_func(q, k, v, causal=True, num_splits=1,
-                                             return_attn_probs=True, strict=True)
-    what = f"{kind} {shape} d={d} running max"
-    assert_within_tolerance(out, high[0], low[0], dtype, what + " out")
-    assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
+    _assert_unsplit_causal_accurate(q, k, v, dtype, f"{kind} {shape} d={d} running max")
+
+
+# At d=128 the causal 128-row tiles take the running max over 5-32 key blocks too, on
+# persistent launches: in static rounds that carry S across tiles where the rounds even out
+# (32 heads of 1024 rows), else drawn from the counter (16 heads of 2560 rows: 20 key blocks).
+# The tiles and walk depend on the SM count: checked on 132 SMs (H100 and H200 SXM).
+PERSISTENT_CAUSAL = {"rounds": (2, 1024, 16, False), "drawn": (1, 2560, 16, True)}
+
+
+@requires_hopper
+@pytest.mark.parametrize("kind", ["random", "rising", "falling", "sink"])
+@pytest.mark.parametrize("walk", list(PERSISTENT_CAUSAL))
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_persistent_d128_causal_tiles_at_the_running_max_are_accurate(dtype, walk, kind):
+    b, s, h, drawn = PERSISTENT_CAUSAL[walk]
+    q, k, v = T.adversarial_qkv(torch, kind, b, h, h, s, s, 128, dtype, seed=9)
+    details = flashsplit.explain(q, k, v, causal=True, num_splits=1)["details"]
+    if torch.cuda.get_device_properties(0).multi_processor_count == 132:
+        assert details["block_m"] == 128 and details["running_max"], details
+        assert details["tile_counter"] == drawn and details["carry"] == (not drawn), details
+    _assert_unsplit_causal_accurate(q, k, v, dtype, f"{kind} {walk} persistent d=128 running max")
 
 
 # The same tiles for sequences of their own lengths: a chunk of 640 queries against caches of

@@ -97,30 +97,32 @@ def test_forward_honours_any_finite_softmax_scale(request, d, causal, scale, sq,
 
 # (b, h, sq, sk, d, causal, block_m at G = 1, block_m split) on the Hopper kernel with 132 SMs
 # (H100 / H200): an unsplit call takes the tile height whose waves weigh less (hopper_block_m),
-# split calls the one the heuristic models. 576 heads of 700 rows at d=64 (3456 tiles of 128,
-# 2304 of 192), 64 heads of 2304 rows at d=96 and 12 causal heads of 1536 rows at d=128 (144
-# tiles of 128, two rounds, or 96 of 192, one) run 192 rows unsplit; 16 heads of 2048 rows at
-# d=64 (256 tiles of 128 or 176 of 192: two rounds either way, 128 of 256: one) run 256 rows
-# unsplit and 192 split. 700 = 3 * 192 + 124: the last tile's third consumer sees only padding
-# rows. 256 rows (four consumers, 64-key blocks; d=64 without the mask) also for 256 heads of
-# 512 rows (4 rounds of 256 against 6 of 192) and of 1000 rows against 1100 keys (a part-padded
+# split calls the one the heuristic models. 576 heads of 700 rows at d=64 (3456 tiles of 128, 2304
+# of 192), 64 heads of 2304 rows at d=96 and 12 causal heads of 1536 rows against 500 keys at
+# d=128 (144 tiles of 128, two rounds, or 96 of 192, one) run 192 rows unsplit; 16 heads of 2048
+# rows at d=64 (256 tiles of 128 or 176 of 192: two rounds either way, 128 of 256: one) run 256
+# rows unsplit and 192 split. 700 = 3 * 192 + 124: the last tile's third consumer sees only
+# padding rows. 256 rows (four consumers, 64-key blocks; d=64 without the mask) also for 256 heads
+# of 512 rows (4 rounds of 256 against 6 of 192) and of 1000 rows against 1100 keys (a part-padded
 # fourth consumer, a part-masked last key block), and 264 heads of 440 rows (the last tile's
-# fourth consumer all padding). 34 causal heads of 1536 rows at d=64 (408 tiles of 128 or 272
-# of 192) run 128 rows over 4096 keys (persistent, by waves: four of 128-row tiles weigh less
-# than three of 192-row ones at 95% a row) and 192 over 4224 (longest first: base tiles end
-# only 0.3% earlier in causal_longest_first_time, within the 3% they need). Causal tiles
-# whose consumers run side by side rotate the consumers' row slices from tile to tile:
-# 256 causal heads of 1000 rows at d=64 run 256 rows (8 tiles per SM, a part-padded last
-# tile against 1100 keys), 96 causal heads of 2000 rows 192 rows (8 per SM; the last tile's
-# third consumer sees only padding), at d=64 over 2300 keys and at d=128; and with fewer keys
-# than rows, so the first 300 / 500 rows see none (whole tiles without key blocks pass through
-# the tile ring). Below 1536 rows with the mask, 128 causal heads of 1152 rows at d=128 (1152
-# tiles of 128, 9 rounds, or 768 of 192, 6) and 32 of 1500 rows at d=96 and 64 (3 rounds or 2;
-# at d=64 2 of 256 rows, at 85% a row) run 192 rows unsplit.
+# fourth consumer all padding). 34 causal heads of 1536 rows at d=64 (408 tiles of 128 or 272 of
+# 192) run 128 rows over 4096 keys (persistent, by waves: four of 128-row tiles weigh less than
+# three of 192-row ones at 95% a row) and 192 over 4224 (longest first: base tiles end only 0.3%
+# earlier in causal_longest_first_time, within the 3% they need). Causal tiles whose consumers run
+# side by side rotate the consumers' row slices from tile to tile: 256 causal heads of 1000 rows
+# at d=64 run 256 rows (8 tiles per SM, a part-padded last tile against 1100 keys), 96 causal
+# heads of 2000 rows at d=64 over 2300 keys 192 rows (8 per SM; the last tile's third consumer
+# sees only padding), and so do 33 of 1536 rows at d=128 (2 per SM); and with fewer keys than
+# rows, so the first 300 / 500 rows see none (whole tiles without key blocks pass through the tile
+# ring). Below 1536 rows with the mask, 32 causal heads of 1500 rows at d=96 and 64 (3 rounds or
+# 2; at d=64 2 of 256 rows, at 85% a row) run 192 rows unsplit. At d=128 over more than 4 key
+# blocks the longest-first model picks the height (hopper_block_m): 256 causal heads of 900 rows
+# run 192 rows, 128 of 1152 rows 128 (at the running max).
 TILE_GRIDS = {"d64-sq700": (16, 36, 700, 900, 64, False, 192, 128),
               "d96-sq2304": (4, 16, 2304, 2200, 96, False, 192, 128),
-              "d128-causal-sq1536": (1, 12, 1536, 1600, 128, True, 192, 128),
-              "d128-causal-sq1152": (4, 32, 1152, 1152, 128, True, 192, 128),
+              "d128-causal-sq1536": (1, 12, 1536, 500, 128, True, 192, 128),
+              "d128-causal-sq900": (8, 32, 900, 900, 128, True, 192, 128),
+              "d128-causal-sq1152": (4, 32, 1152, 1152, 128, True, 128, 128),
               "d96-causal-sq1500": (1, 32, 1500, 1500, 96, True, 192, 128),
               "d64-causal-sq1500": (1, 32, 1500, 1500, 64, True, 192, 128),
               "d64-sq2048-small": (1, 16, 2048, 2048, 64, False, 256, 192),
@@ -131,7 +133,7 @@ TILE_GRIDS = {"d64-sq700": (16, 36, 700, 900, 64, False, 192, 128),
               "d64-causal-sk4224": (2, 17, 1536, 4224, 64, True, 192, 192),
               "d64-causal-sq1000-wide": (8, 32, 1000, 1100, 64, True, 256, 128),
               "d64-causal-sq2000-rotating": (6, 16, 2000, 2300, 64, True, 192, 192),
-              "d128-causal-sq2000-rotating": (6, 16, 2000, 2000, 128, True, 192, 128),
+              "d128-causal-sq1536-rotating": (1, 33, 1536, 1536, 128, True, 192, 128),
               "d64-causal-sq1000-wide-empty-rows": (8, 32, 1000, 700, 64, True, 256, 128),
               "d64-causal-sq2000-rotating-empty-rows": (6, 16, 2000, 1500, 64, True, 192, 192)}
 
@@ -229,7 +231,7 @@ def test_tall_tiles_rotate_rounds_where_heads_end_short(request, dtype, case):
 # (sm90/tile_scheduler.cuh, static_tile), and one block per tile over 36 key blocks (not
 # persistent: no carry).
 FORWARD_WALK_CASES = {"sq700-sk300": (4, 20, 700, 300, 1),
-                      "sq300-sk700": (8, 20, 300, 700, 1),
+                      "sq300-sk500": (8, 20, 300, 500, 1),
                       "sq256-sk4500": (2, 20, 256, 4500, 1),
                       "sq1000-3-splits": (2, 20, 1000, 1000, 3),
                       "sq512-carry": (8, 20, 512, 512, 1),
@@ -247,7 +249,7 @@ def test_causal_ping_pong_tiles_walk_keys_forward(request, dtype, case):
     q, k, v = rand_qkv(generator_for(request), b, sq, sk, h, h, d, dtype)
     what = f"b={b} h={h} sq={sq} sk={sk} d={d} causal=True num_splits={num_splits}"
     # Causal d=128 ping-pong tiles carry S across tiles wherever the launch is persistent (up to
-    # 32 key blocks of 128).
+    # 32 key blocks of 128) and walks static rounds (none of these draws from the counter).
     check_ping_pong_call(q, k, v, True, num_splits, sk <= 4096, what)
 
 

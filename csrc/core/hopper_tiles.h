@@ -46,15 +46,27 @@ constexpr bool hopper_carry_across_tiles(int head_dim, bool causal) {
 // Whether causal 128-row ping-pong tiles take each key block's probabilities at the row's
 // running max (OnlineSoftmax::at_running_max), as tiles without the mask do, instead of taking
 // the block's max first: over more than kHopperPersistentMaxKeyBlocks key blocks, where most
-// of a tile's blocks are neither its first nor masked. Measured on an H100 on 4-8 heads of 8k
-// keys and on chunks of 512-2048 queries against 6k-16k keys: 5.5-7% faster at d=64, 9-10% at
-// d=96, 6-10% at d=128; on short tiles, most of whose blocks are their first or masked, 3-4%
-// slower (512 rows). Unsplit calls run it, dense or of sequences of their own lengths (varlen,
-// kv cache) whose key blocks load as TMA boxes or are copied a row at a time
-// (hopper_running_max_copies_rows), as instances of their own (LaunchPlan::running_max,
-// takes_running_max_for_run).
-constexpr bool hopper_causal_running_max(int head_dim, bool causal, long long sk) {
-  return causal && head_dim <= 128 && !hopper_persistent(sk);
+// of a tile's blocks are neither its first nor masked, and at d=128 over more than
+// kHopperRunningMaxMinKeyBlocksD128. Measured on an H100 on 4-8 heads of 8k keys and on chunks
+// of 512-2048 queries against 6k-16k keys: 5.5-7% faster at d=64, 9-10% at d=96, 6-10% at
+// d=128; on short tiles, most of whose blocks are their first or masked, 3-4% slower (512
+// rows). Since the d=128 tiles take P in place around the P V's wait, they gain from 1024 keys
+// on (H200, against the block max on the same tiles and walk: 1.5% on 256 heads of 1024 rows,
+// 4-5% at 2048, 6% at 4096), not at 512 (1% slower). Unsplit calls run it, dense or of
+// sequences of their own lengths (varlen, kv cache) whose key blocks load as TMA boxes or are
+// copied a row at a time (hopper_running_max_copies_rows), as instances of their own
+// (LaunchPlan::running_max, takes_running_max_for_run). Sequences of their own lengths keep
+// the block max over at most kHopperPersistentMaxKeyBlocks key blocks at d=128 too: their walk
+// and height follow their longest sequence, and varlen sequences of 388-1165 tokens (32 / 8
+// heads, H200) ran 0.91x FlashAttention-3's speed on the running-max tiles in static rounds
+// against 1.12x on the 192-row tiles.
+constexpr int kHopperRunningMaxMinKeyBlocksD128 = 4;
+constexpr bool hopper_causal_running_max(int head_dim, bool causal, long long sk,
+                                         bool sequences = false) {
+  const long long key_blocks = (sk + kHopperBlockN - 1) / kHopperBlockN;
+  return causal && head_dim <= 128 &&
+         key_blocks > (head_dim == 128 && !sequences ? kHopperRunningMaxMinKeyBlocksD128
+                                                     : kHopperPersistentMaxKeyBlocks);
 }
 
 // Whether those tiles have an instance over pages copied a row at a time: at d=128, where
@@ -70,6 +82,28 @@ constexpr int kHopperBaseRows = 128;
 constexpr int kHopperTallRows = 192;
 constexpr int kHopperWideRows = 256;
 constexpr int kHopperWideBlockN = 64;
+
+// Whether those tiles, on a persistent launch (at most kHopperPersistentMaxKeyBlocks key
+// blocks), walk the static snake rounds, which carry S across tiles (hopper_carry_across_tiles),
+// instead of drawing their tiles from the counter longest first: over at most
+// kHopperStaticCausalMaxKeyBlocks key blocks, where the rounds end within
+// kHopperStaticCausalSlackPct of longest first in the model (causal_static_walk_time). There
+// the carry and the walk without the draw ran 0.997-1.08x the counter's speed (12 grids of
+// 256-8192 tiles of 7-16 key blocks, H200); over more key blocks the counter ran from 0.7%
+// slower to 1.9% faster (6 grids of 1024-4096 tiles), and where the rounds do not even out it
+// is far ahead (1.03-1.32x on 8 grids of 384-2688 tiles modelled 9-50% after longest first).
+constexpr int kHopperStaticCausalMaxKeyBlocks = 16;
+constexpr int kHopperStaticCausalSlackPct = 4;
+constexpr bool hopper_causal_walk_static(long long units, long long sq, long long sk,
+                                         int sm_count) {
+  if ((sk + kHopperBlockN - 1) / kHopperBlockN > kHopperStaticCausalMaxKeyBlocks) return false;
+  const double rounds =
+      causal_static_walk_time(units, sq, sk, kHopperBaseRows, kHopperBlockN, sm_count);
+  const double longest_first = causal_longest_first_time(units, sq, sk, kHopperBaseRows,
+                                                         kHopperBlockN, 100, sm_count);
+  return rounds * 100 <= longest_first * (100 + kHopperStaticCausalSlackPct);
+}
+
 // Keys per block of the d=192 and d=256 tiles (128 rows in ping-pong, one Q buffer): as many as
 // a consumer's registers hold S and P of beside O's 96 or 128, and two ring stages of beside Q
 // in the shared memory (220 and 224 KB).
@@ -107,7 +141,16 @@ constexpr int kHopperWidePctCausal = 85;
 // 0.99-1.04x on 8 calls of 16-128 heads of 4k-32k rows (H200, each against FlashAttention-3 in
 // the same process), where the model has them 2-7% later; tall tiles keep the calls whose few
 // heads fill the tall tiles' waves better (the model has base tiles 11-15% later there).
-constexpr int hopper_causal_base_margin_pct(int head_dim) { return head_dim == 128 ? -8 : 3; }
+// Persistent d=128 calls over more than kHopperRunningMaxMinKeyBlocksD128 key blocks, whose base
+// tiles take the running max too (walked in static rounds or drawn), compare alike with a
+// margin of -1%: tall tiles ran faster where the model has base tiles up to 5% earlier ((8,
+// 32 / 8, 900) 1.10x, (2, 32 / 8, 3000) 1.01x, (2, 64 / 8, 4000) 1.01x, even on (1, 32 / 8,
+// 1500)) and slower from 6.9% later (0.96-0.99x on 9 grids of 1152-4096 rows; H200, against
+// FlashAttention-3 in the same process).
+constexpr int hopper_causal_base_margin_pct(int head_dim, long long sk) {
+  if (head_dim != 128) return 3;
+  return hopper_persistent(sk) ? -1 : -8;
+}
 // From this many query rows tall tiles run with the mask over any number of keys, and split
 // calls at d=64 run them. Below it they run with the mask on persistent calls (at most 32 key
 // blocks), where their weighted waves weigh less than the base tiles' and, at d=64, the wide
@@ -193,23 +236,28 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
   if (num_splits != 1 || heads <= 0 || sm_count <= 0 || !(tall_exists || wide_exists))
     return sequences ? kHopperBaseRows : hopper_split_block_m(head_dim, sq, causal, sk);
   const long long pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);
-  // Long causal calls hand their tiles to the SMs longest first as SMs free up (the grouped
+  // Long causal calls, and persistent ones whose base tiles take the probabilities at the
+  // running max (d=128), hand their tiles to the SMs longest first as SMs free up (the grouped
   // order of core/tile_order.h: tall tiles drawn from a counter, base tiles too where they take
-  // the probabilities at the running max): base and tall tiles compare by that order's modelled
-  // time (causal_longest_first_time), not by whole waves. Measured on an H100 (tall over base
+  // the running max, or static rounds that end close to it, hopper_causal_walk_static): base
+  // and tall tiles compare by that order's modelled time (causal_longest_first_time), not by
+  // whole waves. Measured on an H100 (tall over base
   // speed, before the base tiles took the running max): d=96 1.11x, d=64 1.2-1.4x; 0.77x on 4
   // heads of 8192 rows at d=128 and 0.97-0.98x on chunks of 2048 queries against 8k-16k keys,
   // where the model picks base tiles. The model favours base tiles by 2-5% against those
   // measurements (even at (1, 8 / 1, 8192), modelled 5% faster on base tiles), so they must end
-  // hopper_causal_base_margin_pct earlier in it (at d=128 they may end 8% later).
-  if (causal && !hopper_persistent(sk) && !wide_exists) {
+  // hopper_causal_base_margin_pct earlier in it (at d=128 they may end 8% later, 1% on
+  // persistent calls).
+  const bool ordered_causal =
+      !hopper_persistent(sk) || hopper_causal_running_max(head_dim, causal, sk, sequences);
+  if (causal && ordered_causal && !wide_exists) {
     if (!tall_exists) return kHopperBaseRows;
     const double base_time = causal_longest_first_time(heads, sq, sk, kHopperBaseRows,
                                                        kHopperBlockN, 100, sm_count);
     const double tall_time =
         causal_longest_first_time(heads, sq, sk, kHopperTallRows, hopper_tall_block_n(head_dim),
                                   static_cast<int>(pct), sm_count);
-    return base_time * 100 < tall_time * (100 - hopper_causal_base_margin_pct(head_dim))
+    return base_time * 100 < tall_time * (100 - hopper_causal_base_margin_pct(head_dim, sk))
                ? kHopperBaseRows
                : kHopperTallRows;
   }

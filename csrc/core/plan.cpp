@@ -114,7 +114,7 @@ bool takes_running_max_for_run(KernelFamily family, const AttnProblem& p,
   const int d = static_cast<int>(p.d);
   return family == KernelFamily::kHopperWgmma && tiles.block_m == kHopperBaseRows &&
          !tiles.packs_heads && num_splits == 1 && (boxes || hopper_running_max_copies_rows(d)) &&
-         hopper_causal_running_max(d, p.causal, p.sk);
+         hopper_causal_running_max(d, p.causal, p.sk, p.per_sequence);
 }
 
 bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,
@@ -132,13 +132,19 @@ bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& p, const Til
 // copies pages a row at a time walks a static order together) and they are not chunks (those
 // run persistent in the head-major order: hopper_persistent_chunk): over a block per tile
 // +0.4-2.3% on 4-8 heads of 8k-16k keys at d=64 to 128, outputs bitwise the same (H200).
+// On persistent d=128 calls the 128-row tiles at the running max draw too, unless the static
+// rounds end close to longest first over few key blocks (hopper_causal_walk_static).
 bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& p,
-                              const TileConfig& tiles, int num_splits) {
+                              const TileConfig& tiles, int num_splits, int sm_count) {
   if (family != KernelFamily::kHopperWgmma || !p.causal) return false;
   if (tiles.block_m == kHopperTallRows || tiles.block_m == kHopperWideRows) return true;
-  return hopper_keys_load_as_boxes(p.page_size, tiles.block_n) &&
-         !hopper_persistent_chunk(p.sq, p.sk, p.causal) &&
-         takes_running_max_for_run(family, p, tiles, num_splits);
+  if (!hopper_keys_load_as_boxes(p.page_size, tiles.block_n) ||
+      hopper_persistent_chunk(p.sq, p.sk, p.causal) ||
+      !takes_running_max_for_run(family, p, tiles, num_splits)) {
+    return false;
+  }
+  const long long units = static_cast<long long>(num_splits) * p.b * p.h;
+  return !hopper_persistent(p.sk) || !hopper_causal_walk_static(units, p.sq, p.sk, sm_count);
 }
 
 namespace {
@@ -164,7 +170,8 @@ int causal_group_for(const AttnProblem& p, const TileConfig& tiles, int num_spli
 void plan_hopper_walk(const AttnProblem& p, const DeviceInfo& device, const PlanOptions& options,
                       LaunchPlan& plan) {
   plan.running_max = takes_running_max_for_run(plan.gate.family, p, plan.tiles, plan.num_splits);
-  plan.tile_counter = draws_tiles_from_counter(plan.gate.family, p, plan.tiles, plan.num_splits);
+  plan.tile_counter = draws_tiles_from_counter(plan.gate.family, p, plan.tiles, plan.num_splits,
+                                               device.sm_count);
   plan.persistent = device.sm_count > 0 && (hopper_persistent(p.sk) ||
                                              hopper_persistent_chunk(p.sq, p.sk, p.causal) ||
                                              plan.tile_counter);
@@ -172,7 +179,7 @@ void plan_hopper_walk(const AttnProblem& p, const DeviceInfo& device, const Plan
     plan.tail = tail_split_for_run(plan.gate.family, p, plan.tiles, device.sm_count,
                                    plan.num_splits);
   }
-  plan.carry = carry_across_tiles_for_run(plan.gate.family, p, plan.tiles);
+  plan.carry = !plan.tile_counter && carry_across_tiles_for_run(plan.gate.family, p, plan.tiles);
   plan.rotate_rounds = rotates_rounds_for_run(plan.gate.family, p, plan.tiles, plan.num_splits);
   plan.tile_group =
       causal_group_for(p, plan.tiles, plan.num_splits, plan.persistent, plan.tile_counter);

@@ -121,13 +121,16 @@ bool takes_key_warps_for_run(KernelFamily family, const AttnProblem& problem,
                              const DeviceInfo& device, int requested);
 
 // Whether a call on `tiles` carries S across tiles: only persistent Hopper launches of 128-row
-// ping-pong tiles carry at all.
+// ping-pong tiles carry at all, and not where they draw their tiles from the counter (the plan
+// clears it there: drawn with the carry, the persistent d=128 causal tiles at the running max
+// ran 0.3-4% slower than without it).
 bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& problem,
                                 const TileConfig& tiles);
 
 // Whether a Hopper call's causal 128-row tiles take probabilities at the running max: unsplit
-// calls over long keys (hopper_causal_running_max), dense or of sequences of their own lengths,
-// not packing a group's heads, whose key blocks load as TMA boxes (contiguous k/v, pages of 64
+// calls over long keys (dense calls at d=128 over more than 4 key blocks;
+// hopper_causal_running_max), dense or of sequences of their own lengths, not packing a
+// group's heads, whose key blocks load as TMA boxes (contiguous k/v, pages of 64
 // keys or of whole blocks) or are copied a row at a time (at d=128,
 // hopper_running_max_copies_rows). Over pages the producer loads each block's V one block
 // behind its K (FwdProducer::kVBehindK): without it the running max measured slower than the
@@ -144,9 +147,10 @@ bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& problem,
 
 // Whether a call of num_splits splits on `tiles` hands its tiles out through a counter
 // (tile_order.h): persistent causal Hopper launches of tiles whose consumers run side by side
-// (192 and 256 rows), and of the long 128-row tiles at the running max whose keys load as TMA
-// boxes, but for chunks (hopper_persistent_chunk).
+// (192 and 256 rows), and of the 128-row tiles at the running max whose keys load as TMA
+// boxes, but for chunks (hopper_persistent_chunk) and for persistent calls whose static rounds
+// on sm_count SMs end close to longest first (hopper_causal_walk_static).
 bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& problem,
-                              const TileConfig& tiles, int num_splits);
+                              const TileConfig& tiles, int num_splits, int sm_count);
 
 }  // namespace flashsplit

@@ -609,8 +609,10 @@ TEST(GateFamily, ShortCausalCallsWeighEveryHeightByWaves) {
   // waves, weighted at 93% a row (95% at d=64), weigh less than the 128-row tiles' waves, and at
   // d=64 256-row tiles where theirs weigh less still, at 85% a row (the messages count a wave of
   // 192 or 256 rows as 1.5 or 2 of 128); over more keys (chunks of a long prefill) 128 rows.
+  // (At d=128 over more than 4 key blocks the longest-first model decides instead:
+  // PersistentD128CausalCallsCompareHeightsLongestFirst.)
   AttnProblem p = long_sequence_problem();
-  p.causal = true; p.h = 32; p.hk = 8;
+  p.causal = true; p.h = 32; p.hk = 8; p.d = 96;
   const auto run_m = [&](int b, int h, long long sq, long long sk) {
     p.b = b; p.h = h; p.sq = sq; p.sk = sk;
     return tiles_for_run(KernelFamily::kHopperWgmma, p, 132, 1).block_m;
@@ -621,10 +623,6 @@ TEST(GateFamily, ShortCausalCallsWeighEveryHeightByWaves) {
   EXPECT_EQ(run_m(16, 32, 777, 777), 192) << "28 waves vs 20: 27.9 < 28";
   EXPECT_EQ(run_m(16, 16, 1024, 1024), 128) << "16 waves vs 12: 16.7 > 16";
   EXPECT_EQ(run_m(32, 16, 512, 512), 128) << "16 waves vs 12: 16.7 > 16";
-  EXPECT_EQ(run_m(8, 40, 1500, 4224), 128) << "33 key blocks: not persistent";
-  EXPECT_EQ(run_m(1, 32, 512, 8192), 128) << "a chunk of a long prefill";
-  p.d = 96;
-  EXPECT_EQ(run_m(8, 40, 1500, 1500), 192);
   EXPECT_EQ(run_m(16, 21, 1024, 1024), 128) << "21 waves vs 16: 22.3 > 21";
   p.d = 64;
   EXPECT_EQ(run_m(4, 32, 1152, 1152), 256) << "9 waves of 128, 6 of 192 (8.55), 5 of 256 (8.5)";
@@ -632,13 +630,47 @@ TEST(GateFamily, ShortCausalCallsWeighEveryHeightByWaves) {
   EXPECT_EQ(run_m(1, 32, 1500, 1500), 192) << "3 waves of 128, 2 of 192 (2.85), 2 of 256 (3.4)";
   EXPECT_EQ(run_m(1, 16, 1024, 1024), 128) << "one wave of each: 1, 1.43, 1.7";
   EXPECT_EQ(run_m(1, 32, 1500, 8192), 128) << "over more keys no 192 rows; 2 waves of 256: 3.4";
-  p.d = 128;
+  p.d = 96;
   EXPECT_EQ(run_m(8, 40, 1500, 1500), 192);
   EXPECT_EQ(tiles_for_run(KernelFamily::kHopperWgmma, p, 132, 2).block_m, 128)
       << "split calls run the modelled tiles";
-  EXPECT_EQ(hopper_block_m(128, 1500, true, 1500, 8 * 40, 132, 1), 192);
-  EXPECT_EQ(hopper_block_m(128, 777, true, 777, 8 * 32, 132, 1, true), 192)
+  EXPECT_EQ(hopper_block_m(96, 1500, true, 1500, 8 * 40, 132, 1), 192);
+  EXPECT_EQ(hopper_block_m(96, 777, true, 777, 8 * 32, 132, 1, true), 192)
       << "sequences of their own lengths: 14 waves vs 10, 13.95 < 14";
+  p.d = 128;
+  EXPECT_EQ(run_m(32, 16, 512, 512), 128) << "d=128 over 4 key blocks: 16 waves vs 12";
+}
+
+TEST(GateFamily, PersistentD128CausalCallsCompareHeightsLongestFirst) {
+  // With the mask at d=128 over 5-32 key blocks, where the base tiles take the running max,
+  // tall tiles run unless the longest-first model has base tiles end more than 1% later than
+  // tall ones weighted at 93% a row (the messages give base's time over tall's unweighted).
+  const auto m = [](long long heads, long long s) {
+    return hopper_block_m(128, s, true, s, heads, 132, 1);
+  };
+  const auto later = [](long long heads, long long s) {
+    return causal_longest_first_time(heads, s, s, kHopperTallRows, 128, 100, 132) /
+           causal_longest_first_time(heads, s, s, kHopperBaseRows, 128, 100, 132);
+  };
+  EXPECT_EQ(hopper_causal_base_margin_pct(128, 4096), -1);
+  EXPECT_EQ(m(8 * 32, 900), 192) << later(8 * 32, 900);
+  EXPECT_EQ(m(32, 1500), 192) << later(32, 1500);
+  EXPECT_EQ(m(2 * 64, 4000), 192) << later(2 * 64, 4000);
+  EXPECT_EQ(m(4 * 32, 1152), 128) << later(4 * 32, 1152);
+  EXPECT_EQ(m(8 * 40, 1500), 128) << later(8 * 40, 1500);
+  EXPECT_EQ(m(8 * 16, 2048), 128) << later(8 * 16, 2048);
+  EXPECT_EQ(m(4 * 16, 4096), 128) << later(4 * 16, 4096);
+  // 512 heads of 777 rows: the model has tall tiles' last, 9-row tiles cost whole ones, so
+  // base tiles run (measured 2% slower than tall ones).
+  EXPECT_EQ(m(16 * 32, 777), 128) << later(16 * 32, 777);
+  // Split calls run the modelled tiles. Sequences of their own lengths keep the block max and
+  // the waves: 20 waves of base tiles against 14 of tall ones (13.02 weighted) at 1165 rows,
+  // where the longest-first model has base tiles 7.5% earlier.
+  EXPECT_EQ(hopper_block_m(128, 900, true, 900, 8 * 32, 132, 2), 128);
+  EXPECT_FALSE(hopper_causal_running_max(128, true, 1165, true));
+  EXPECT_TRUE(hopper_causal_running_max(128, true, 1165));
+  EXPECT_EQ(m(8 * 32, 1165), 128) << later(8 * 32, 1165);
+  EXPECT_EQ(hopper_block_m(128, 1165, true, 1165, 8 * 32, 132, 1, true), 192);
 }
 
 TEST(GateFamily, WideTilesOnlyForUnsplitD64Calls) {
@@ -733,7 +765,7 @@ TEST(GateFamily, HeadDim128TakesTallTilesOnlyUnsplit) {
   EXPECT_EQ(run_m(132, 2), 128);
   EXPECT_EQ(tiles_for(KernelFamily::kHopperWgmma, p).block_m, 128);
   p.causal = true;
-  EXPECT_EQ(run_m(132, 1), 192) << "with the mask 11 * 1.5 * 0.93 = 15.3 < 16";
+  EXPECT_EQ(run_m(132, 1), 128) << "with the mask longest first (tall tiles 12.5% later)";
   EXPECT_EQ(run_m(132, 2), 128);
   p.b = 12; p.sq = p.sk = 1280;  // 1920 tiles (15 waves) vs 1344 (11): 15.3 > 15
   EXPECT_EQ(run_m(132, 1), 128);
@@ -894,29 +926,29 @@ TEST(HopperSchedule, TilesDrawnFromACounterSideBySideAndAtTheRunningMax) {
   const KernelFamily hopper = KernelFamily::kHopperWgmma;
   TileConfig ping_pong = kPingPongTiles;
   const TileConfig tall = kTallTiles, wide = kWideTiles;
-  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, tall, 1));
-  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, wide, 1));
-  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, ping_pong, 1));
-  EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kPortableMma, p, tall, 1));
+  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, tall, 1, 132));
+  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, wide, 1, 132));
+  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, ping_pong, 1, 132));
+  EXPECT_FALSE(draws_tiles_from_counter(KernelFamily::kPortableMma, p, tall, 1, 132));
   p.sk = 4097;  // longer tiles too (persistent for the counter's sake), and at the running max
-  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, tall, 1));
+  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, tall, 1, 132));
   ping_pong.packs_heads = false;  // a head's rows, as the Hopper tiles of prefill hold
   ping_pong.wgmma = true;
   ASSERT_TRUE(takes_running_max_for_run(hopper, p, ping_pong, 1));
-  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, ping_pong, 1));
-  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, ping_pong, 2));  // split: the block max
+  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, ping_pong, 1, 132));
+  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, ping_pong, 2, 132));  // split: block max
   p.page_size = 16;  // the producer warpgroup copies these pages a row at a time
   ASSERT_TRUE(takes_running_max_for_run(hopper, p, ping_pong, 1));
-  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, ping_pong, 1));
+  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, ping_pong, 1, 132));
   p.page_size = 64;
-  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, ping_pong, 1));
+  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, ping_pong, 1, 132));
   p.page_size = 0;
   p.sq = 1024;  // a chunk: the persistent head-major walk
   ASSERT_TRUE(takes_running_max_for_run(hopper, p, ping_pong, 1));
-  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, ping_pong, 1));
+  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, ping_pong, 1, 132));
   p.sq = 4096; p.sk = 4096;
   p.causal = false;  // equal tiles: the static walk
-  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, tall, 1));
+  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, tall, 1, 132));
 }
 
 TEST(HopperSchedule, CarryReportedOnlyForPersistentPingPongTiles) {

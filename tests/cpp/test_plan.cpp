@@ -58,11 +58,11 @@ TEST(Plan, HopperFieldsAreTheRulesAnswers) {
           const TileConfig tiles = tiles_for_run(plan.gate.family, p, 132, g);
           EXPECT_EQ(plan.tiles.block_m, tiles.block_m);
           EXPECT_EQ(plan.tiles.block_n, tiles.block_n);
-          EXPECT_EQ(plan.persistent, hopper_persistent(p.sk) ||
-                                         draws_tiles_from_counter(plan.gate.family, p, tiles, g));
-          EXPECT_EQ(plan.carry, carry_across_tiles_for_run(plan.gate.family, p, tiles));
+          const bool drawn = draws_tiles_from_counter(plan.gate.family, p, tiles, g, 132);
+          EXPECT_EQ(plan.tile_counter, drawn);
+          EXPECT_EQ(plan.persistent, hopper_persistent(p.sk) || drawn);
+          EXPECT_EQ(plan.carry, !drawn && carry_across_tiles_for_run(plan.gate.family, p, tiles));
           EXPECT_EQ(plan.rotate_rounds, rotates_rounds_for_run(plan.gate.family, p, tiles, g));
-          EXPECT_EQ(plan.tile_counter, draws_tiles_from_counter(plan.gate.family, p, tiles, g));
           EXPECT_EQ(plan.running_max,
                     takes_running_max_for_run(plan.gate.family, p, tiles, g));
           const TailSplit tail = tail_split_for_run(plan.gate.family, p, tiles, 132, g);
@@ -120,7 +120,7 @@ TEST(Plan, LongCausalCallsChooseTheirHeightByTheirLongestFirstTime) {
   // tiles, 704 tall ones) and 16 heads of 16384 rows run base tiles, which the model has 4.5%
   // and 4.9% later; 4 heads of 12000 rows run tall ones: a head's 63 tall tiles fill two waves
   // of 132 SMs where its 94 base tiles leave a third (base modelled 15% later).
-  EXPECT_EQ(hopper_causal_base_margin_pct(128), -8);
+  EXPECT_EQ(hopper_causal_base_margin_pct(128, 4097), -8);
   EXPECT_EQ(plan_of(problem(1, 32, 8, 4097, 4097, 128, true), 1).tiles.block_m,
             kHopperBaseRows);
   EXPECT_EQ(plan_of(problem(1, 16, 16, 16384, 16384, 128, true), 1).tiles.block_m,
@@ -128,7 +128,7 @@ TEST(Plan, LongCausalCallsChooseTheirHeightByTheirLongestFirstTime) {
   const double base12k = causal_longest_first_time(4, 12000, 12000, kHopperBaseRows, 128, 100, 132);
   const double tall12k = causal_longest_first_time(4, 12000, 12000, kHopperTallRows, 128,
                                                    kHopperTallPctD128, 132);
-  EXPECT_GT(base12k * 100, tall12k * (100 - hopper_causal_base_margin_pct(128)));
+  EXPECT_GT(base12k * 100, tall12k * (100 - hopper_causal_base_margin_pct(128, 12000)));
   EXPECT_EQ(plan_of(problem(1, 4, 4, 12000, 12000, 128, true), 1).tiles.block_m,
             kHopperTallRows);
   // 4 heads of 8192 rows: a head's longest tall tile (64 key blocks of 192 rows) outlasts the
@@ -144,7 +144,7 @@ TEST(Plan, LongCausalCallsChooseTheirHeightByTheirLongestFirstTime) {
   const double tall = causal_longest_first_time(34, 1536, 4224, kHopperTallRows, 128,
                                                 kHopperTallPctCausalLong, 132);
   EXPECT_LT(base, tall);
-  EXPECT_GT(base * 100, tall * (100 - hopper_causal_base_margin_pct(64)));
+  EXPECT_GT(base * 100, tall * (100 - hopper_causal_base_margin_pct(64, 4224)));
   EXPECT_EQ(plan_of(close, 1).tiles.block_m, kHopperTallRows);
 }
 
@@ -218,17 +218,29 @@ TEST(Plan, LongCausalPingPongTilesAreDrawnFromACounterInKvGroups) {
   EXPECT_EQ(split.tile_group,
             causal_tile_group(2 * 8, causal_unit_kv_bytes(5000, 128, 2, 2, 8)));
   EXPECT_GT(split.tile_group, 1);
-  // Chunks and persistent ping-pong launches of short tiles keep the head-major order their
-  // static walk is tuned to.
+  // Chunks and persistent ping-pong launches whose static rounds even out keep the head-major
+  // order their static walk is tuned to, and carry S across tiles.
   const LaunchPlan chunk = plan_of(problem(4, 40, 8, 1024, 6000, 128, true), 1);
   ASSERT_TRUE(chunk.running_max && chunk.persistent);
   EXPECT_FALSE(chunk.tile_counter);
   EXPECT_EQ(chunk.tile_group, 1);
-  const LaunchPlan persistent = plan_of(problem(1, 8, 1, 4096, 4096, 128, true), 1);
-  ASSERT_EQ(persistent.tiles.block_m, kHopperBaseRows);
-  ASSERT_TRUE(persistent.persistent);
-  EXPECT_FALSE(persistent.tile_counter);
-  EXPECT_EQ(persistent.tile_group, 1);
+  const LaunchPlan even = plan_of(problem(8, 16, 16, 2048, 2048, 128, true), 1);
+  ASSERT_EQ(even.tiles.block_m, kHopperBaseRows);
+  ASSERT_TRUE(even.running_max && even.persistent);
+  EXPECT_FALSE(even.tile_counter);
+  EXPECT_TRUE(even.carry);
+  EXPECT_EQ(even.tile_group, 1);
+  // Over more than 16 key blocks, or where the rounds do not even out, they draw from the
+  // counter in groups, without the carry.
+  for (const AttnProblem& p : {problem(1, 8, 1, 4096, 4096, 128, true),
+                               problem(4, 32, 8, 1152, 1152, 128, true),
+                               problem(2, 40, 8, 2500, 2500, 128, true)}) {
+    const LaunchPlan drawn = plan_of(p, 1);
+    ASSERT_EQ(drawn.tiles.block_m, kHopperBaseRows) << p.b << "x" << p.h << "x" << p.sq;
+    ASSERT_TRUE(drawn.running_max && drawn.persistent);
+    EXPECT_TRUE(drawn.tile_counter) << p.b << "x" << p.h << "x" << p.sq;
+    EXPECT_FALSE(drawn.carry);
+  }
 }
 
 TEST(Plan, LongCausalSequencesAreDrawnFromACounterWhereTheirKeysLoadAsBoxes) {
@@ -274,8 +286,14 @@ TEST(Plan, LongCausalPingPongTilesTakeProbabilitiesAtTheRunningMax) {
     ASSERT_EQ(few.tiles.block_m, kHopperBaseRows);
     EXPECT_TRUE(few.running_max);
   }
-  // Not over 32 key blocks or fewer, without the mask, split, from d=192 or on 192-row tiles.
-  EXPECT_FALSE(plan_of(problem(1, 8, 8, 4096, 4096, 128, true)).running_max);
+  // Not over 4 key blocks or fewer (at d=64 and 96 over 32 or fewer), without the mask, split,
+  // from d=192 or on 192-row tiles.
+  EXPECT_FALSE(plan_of(problem(32, 16, 16, 512, 512, 128, true)).running_max);
+  for (int64_t d : {64, 96}) {
+    EXPECT_FALSE(make_launch_plan(problem(2, 16, 16, 4096, 4096, d, true), h100(), every_head_dim,
+                                  {}, 1)
+                     .running_max);
+  }
   EXPECT_FALSE(plan_of(problem(1, 8, 8, 8192, 8192, 128, false)).running_max);
   EXPECT_FALSE(plan_of(problem(1, 8, 8, 8192, 8192, 128, true), 3).running_max);
   EXPECT_FALSE(make_launch_plan(problem(1, 8, 8, 8192, 8192, 192, true), h100(), every_head_dim,
@@ -783,6 +801,13 @@ TEST(Plan, ContiguousSequencesRunHopperTilesOfTheirOwnWithoutATailSplit) {
         const LaunchPlan dense = make_launch_plan(p, h100(), build, PlanOptions{}, splits);
         if (splits > 1 || d > 128 || (!causal && d != 64)) {
           EXPECT_EQ(plan.tiles.block_m, kHopperBaseRows);
+        } else if (causal && d == 128) {
+          // Over 32 key blocks or fewer sequences weigh heights by waves at the block max (12
+          // waves of 128 rows, 8 of 192), the dense call longest first at the running max.
+          EXPECT_EQ(plan.tiles.block_m, kHopperTallRows);
+          EXPECT_FALSE(plan.running_max);
+          EXPECT_EQ(dense.tiles.block_m, kHopperBaseRows);
+          EXPECT_TRUE(dense.running_max);
         } else {
           EXPECT_EQ(plan.tiles.block_m, dense.tiles.block_m);
         }

@@ -39,6 +39,30 @@ TEST(TileOrder, LongestFirstTimeOfCausalTiles) {
                    units * 128.0 * 3 / 128);
 }
 
+TEST(TileOrder, StaticWalkTimeOfCausalTiles) {
+  // Two heads of 3 query tiles (3, 2 and 1 key blocks, longest first) on 4 blocks: round 0
+  // gives blocks 0-3 the tiles of 3, 2, 1 and 3 blocks, the part-full odd round runs backwards
+  // over its two tiles (2 to block 1, 1 to block 0): blocks 0 and 1 do 4 blocks' work, where
+  // longest first ends after 3.
+  EXPECT_DOUBLE_EQ(causal_static_walk_time(2, 384, 384, 128, 128, 4), 128.0 * 4);
+  EXPECT_DOUBLE_EQ(causal_longest_first_time(2, 384, 384, 128, 128, 100, 4), 128.0 * 3);
+  // One round: every block one tile, the longest sets the time, as longest first.
+  EXPECT_DOUBLE_EQ(causal_static_walk_time(3, 512, 512, 128, 128, 132),
+                   causal_longest_first_time(3, 512, 512, 128, 128, 100, 132));
+  // On 132 blocks: 128 heads of 16 query tiles end within 4% of longest first; 80 heads of 20
+  // (2500 rows) pair long tiles with long ones and 16 heads of 32 give some blocks more long
+  // tiles than others, 20-30% after it.
+  const auto ratio = [](long long units, long long s) {
+    return causal_static_walk_time(units, s, s, 128, 128, 132) /
+           causal_longest_first_time(units, s, s, 128, 128, 100, 132);
+  };
+  EXPECT_LT(ratio(128, 2048), 1.04);
+  EXPECT_GT(ratio(80, 2500), 1.2);
+  EXPECT_GT(ratio(16, 4096), 1.2);
+  EXPECT_LT(ratio(80, 2500), 1.3);
+  EXPECT_LT(ratio(16, 4096), 1.3);
+}
+
 TEST(TileOrder, GroupsAreAsEvenAsTheyGo) {
   constexpr long long kMB = 1 << 20;
   // 128 units of which 127 fit a group: two groups of 64, not 127 and 1.
