@@ -237,15 +237,15 @@ constexpr int hopper_block_m(int head_dim, long long sq, bool causal, long long 
     return sequences ? kHopperBaseRows : hopper_split_block_m(head_dim, sq, causal, sk);
   const long long pct = hopper_row_cost_pct(head_dim, kHopperTallRows, causal, sk);
   // Long causal calls, and persistent ones whose base tiles take the probabilities at the
-  // running max (d=128), hand their tiles to the SMs longest first as SMs free up (the grouped
-  // order of core/tile_order.h: tall tiles drawn from a counter, base tiles too where they take
-  // the running max, or static rounds that end close to it, hopper_causal_walk_static): base
-  // and tall tiles compare by that order's modelled time (causal_longest_first_time), not by
-  // whole waves. Measured on an H100 (tall over base
-  // speed, before the base tiles took the running max): d=96 1.11x, d=64 1.2-1.4x; 0.77x on 4
-  // heads of 8192 rows at d=128 and 0.97-0.98x on chunks of 2048 queries against 8k-16k keys,
-  // where the model picks base tiles. The model favours base tiles by 2-5% against those
-  // measurements (even at (1, 8 / 1, 8192), modelled 5% faster on base tiles), so they must end
+  // running max (dense d=128 calls), hand their tiles to the SMs longest first as SMs free up
+  // (the grouped order of core/tile_order.h: tall tiles drawn from a counter, base tiles too
+  // where they take the running max, or static rounds that end close to it,
+  // hopper_causal_walk_static): base and tall tiles compare by that order's modelled time
+  // (causal_longest_first_time), not by whole waves. Measured on an H100 (tall over base speed,
+  // before the base tiles took the running max): d=96 1.11x, d=64 1.2-1.4x; 0.77x on 4 heads of
+  // 8192 rows at d=128 and 0.97-0.98x on chunks of 2048 queries against 8k-16k keys, where the
+  // model picks base tiles. The model favours base tiles by 2-5% against those measurements
+  // (even at (1, 8 / 1, 8192), modelled 5% faster on base tiles), so they must end
   // hopper_causal_base_margin_pct earlier in it (at d=128 they may end 8% later, 1% on
   // persistent calls).
   const bool ordered_causal =

@@ -51,16 +51,21 @@ constexpr int causal_tile_group(long long units, long long kv_bytes_per_unit) {
 // longest first ends within one short tile of that.
 constexpr long long kCausalModelMaxTiles = 16384;
 constexpr int kCausalModelMaxSms = 1024;
+// Query tile m's cost in those units (its rows over the key blocks they see): non-decreasing
+// in m.
+constexpr double causal_tile_cost(long long m, long long sq, long long sk, int block_m,
+                                  int block_n, int row_pct) {
+  const long long rows_end = m * block_m + block_m < sq ? m * block_m + block_m : sq;
+  const int blocks = visible_key_blocks(static_cast<int>(rows_end), static_cast<int>(sq),
+                                        static_cast<int>(sk), block_n, true);
+  return static_cast<double>(block_m) * row_pct / 100.0 * blocks * block_n / 128.0;
+}
 constexpr double causal_longest_first_time(long long units, long long sq, long long sk,
                                            int block_m, int block_n, int row_pct,
                                            int sm_count) {
   const long long m_blocks = (sq + block_m - 1) / block_m;
-  // Query tile m's cost (the key blocks its rows see): non-decreasing in m.
   const auto cost = [&](long long m) {
-    const long long rows_end = m * block_m + block_m < sq ? m * block_m + block_m : sq;
-    const int blocks = visible_key_blocks(static_cast<int>(rows_end), static_cast<int>(sq),
-                                          static_cast<int>(sk), block_n, true);
-    return static_cast<double>(block_m) * row_pct / 100.0 * blocks * block_n / 128.0;
+    return causal_tile_cost(m, sq, sk, block_m, block_n, row_pct);
   };
   if (units <= 0 || sm_count <= 0) return 0.0;
   if (units * m_blocks > kCausalModelMaxTiles || sm_count > kCausalModelMaxSms) {
@@ -100,27 +105,23 @@ constexpr double causal_longest_first_time(long long units, long long sq, long l
 // depends on how a unit's tiles fall into them: on 132 blocks, 40 heads of 20 query tiles pair a
 // block's long tiles with long ones (modelled 23% after longest first) and 16 heads of 32 give
 // some blocks more long tiles than others (26%), while 16-128 heads of 8-16 query tiles end
-// within 2-3.1% of it.
+// within 2-3.1% of it. Beyond kCausalModelMaxTiles tiles (or kCausalModelMaxSms SMs) longest
+// first stands for it: rounds of that many tiles even out.
 constexpr double causal_static_walk_time(long long units, long long sq, long long sk,
                                          int block_m, int block_n, int sm_count) {
   const long long m_blocks = (sq + block_m - 1) / block_m;
   const long long tiles = units * m_blocks;
   if (units <= 0 || sm_count <= 0) return 0.0;
-  if (tiles > kCausalModelMaxTiles) return causal_longest_first_time(units, sq, sk, block_m,
-                                                                     block_n, 100, sm_count);
+  if (tiles > kCausalModelMaxTiles || sm_count > kCausalModelMaxSms) {
+    return causal_longest_first_time(units, sq, sk, block_m, block_n, 100, sm_count);
+  }
   const long long grid = tiles < sm_count ? tiles : sm_count;
   double work[kCausalModelMaxSms] = {};
-  if (grid > kCausalModelMaxSms) return causal_longest_first_time(units, sq, sk, block_m,
-                                                                  block_n, 100, sm_count);
   for (long long t = 0; t < tiles; ++t) {
     const long long round = t / grid, j = t % grid;
     const long long in_round = tiles - round * grid < grid ? tiles - round * grid : grid;
     const long long block = round % 2 ? in_round - 1 - j : j;
-    const long long m = m_blocks - 1 - t % m_blocks;
-    const long long rows_end = m * block_m + block_m < sq ? m * block_m + block_m : sq;
-    const int blocks = visible_key_blocks(static_cast<int>(rows_end), static_cast<int>(sq),
-                                          static_cast<int>(sk), block_n, true);
-    work[block] += static_cast<double>(block_m) * blocks * block_n / 128.0;
+    work[block] += causal_tile_cost(m_blocks - 1 - t % m_blocks, sq, sk, block_m, block_n, 100);
   }
   double last = 0.0;
   for (long long b = 0; b < grid; ++b) last = work[b] > last ? work[b] : last;
