@@ -141,12 +141,14 @@ constexpr int kHopperWidePctCausal = 85;
 // 0.99-1.04x on 8 calls of 16-128 heads of 4k-32k rows (H200, each against FlashAttention-3 in
 // the same process), where the model has them 2-7% later; tall tiles keep the calls whose few
 // heads fill the tall tiles' waves better (the model has base tiles 11-15% later there).
-// Persistent d=128 calls over more than kHopperRunningMaxMinKeyBlocksD128 key blocks, whose base
-// tiles take the running max too (walked in static rounds or drawn), compare alike with a
-// margin of -1%: tall tiles ran faster where the model has base tiles up to 5% earlier ((8,
-// 32 / 8, 900) 1.10x, (2, 32 / 8, 3000) 1.01x, (2, 64 / 8, 4000) 1.01x, even on (1, 32 / 8,
-// 1500)) and slower from 6.9% later (0.96-0.99x on 9 grids of 1152-4096 rows; H200, against
-// FlashAttention-3 in the same process).
+// Dense persistent d=128 calls over more than kHopperRunningMaxMinKeyBlocksD128 key blocks,
+// whose base tiles take the running max too (walked in static rounds or drawn), compare alike
+// with a margin of -1%: tall tiles ran faster where the model has base tiles up to 5% earlier
+// ((8, 32 / 8, 900) 1.10x, (2, 32 / 8, 3000) 1.01x, (2, 64 / 8, 4000) 1.01x, even on
+// (1, 32 / 8, 1500)), and 0.95-1.00x the base tiles' speed on the 12 grids of 1152-4096 rows
+// where it has them 6.9% earlier or more (H200, against FlashAttention-3 in the same process).
+// It misses (16, 32 / 8, 777), whose last tall tile holds 9 rows charged as 192: base tiles
+// modelled 24% earlier, 2% slower.
 constexpr int hopper_causal_base_margin_pct(int head_dim, long long sk) {
   if (head_dim != 128) return 3;
   return hopper_persistent(sk) ? -1 : -8;
