@@ -20,8 +20,12 @@ constexpr int kHopperBlockN = 128;
 // draw their tiles from a counter in the grouped order at any length (draws_tiles_from_counter
 // in core/plan.cpp).
 constexpr int kHopperPersistentMaxKeyBlocks = 32;
+// The key blocks of kHopperBlockN keys sk keys take.
+constexpr long long hopper_key_blocks(long long sk) {
+  return (sk + kHopperBlockN - 1) / kHopperBlockN;
+}
 constexpr bool hopper_persistent(long long sk) {
-  return (sk + kHopperBlockN - 1) / kHopperBlockN <= kHopperPersistentMaxKeyBlocks;
+  return hopper_key_blocks(sk) <= kHopperPersistentMaxKeyBlocks;
 }
 
 // Causal chunks of queries against at least four times as many keys (chunked prefill) run
@@ -63,9 +67,8 @@ constexpr bool hopper_carry_across_tiles(int head_dim, bool causal) {
 constexpr int kHopperRunningMaxMinKeyBlocksD128 = 4;
 constexpr bool hopper_causal_running_max(int head_dim, bool causal, long long sk,
                                          bool sequences = false) {
-  const long long key_blocks = (sk + kHopperBlockN - 1) / kHopperBlockN;
   return causal && head_dim <= 128 &&
-         key_blocks > (head_dim == 128 && !sequences ? kHopperRunningMaxMinKeyBlocksD128
+         hopper_key_blocks(sk) > (head_dim == 128 && !sequences ? kHopperRunningMaxMinKeyBlocksD128
                                                      : kHopperPersistentMaxKeyBlocks);
 }
 
@@ -96,7 +99,7 @@ constexpr int kHopperStaticCausalMaxKeyBlocks = 16;
 constexpr int kHopperStaticCausalSlackPct = 4;
 constexpr bool hopper_causal_walk_static(long long units, long long sq, long long sk,
                                          int sm_count) {
-  if ((sk + kHopperBlockN - 1) / kHopperBlockN > kHopperStaticCausalMaxKeyBlocks) return false;
+  if (hopper_key_blocks(sk) > kHopperStaticCausalMaxKeyBlocks) return false;
   const double rounds =
       causal_static_walk_time(units, sq, sk, kHopperBaseRows, kHopperBlockN, sm_count);
   const double longest_first = causal_longest_first_time(units, sq, sk, kHopperBaseRows,

@@ -99,10 +99,11 @@ bool takes_key_warps_for_run(KernelFamily family, const AttnProblem& p,
 }
 
 bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& p,
-                                const TileConfig& tiles) {
+                                const TileConfig& tiles, bool tile_counter) {
   // The 128-row ping-pong tiles (those packing a group's heads fill fewer of their rows).
   const bool ping_pong = tiles.block_m == kHopperBaseRows || (tiles.wgmma && tiles.packs_heads);
-  return family == KernelFamily::kHopperWgmma && ping_pong && hopper_persistent(p.sk) &&
+  return family == KernelFamily::kHopperWgmma && ping_pong && !tile_counter &&
+         hopper_persistent(p.sk) &&
          hopper_carry_across_tiles(static_cast<int>(p.d), p.causal);
 }
 
@@ -143,8 +144,9 @@ bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& p,
       !takes_running_max_for_run(family, p, tiles, num_splits)) {
     return false;
   }
+  // Long calls draw too: over more than 16 key blocks no walk is static.
   const long long units = static_cast<long long>(num_splits) * p.b * p.h;
-  return !hopper_persistent(p.sk) || !hopper_causal_walk_static(units, p.sq, p.sk, sm_count);
+  return !hopper_causal_walk_static(units, p.sq, p.sk, sm_count);
 }
 
 namespace {
@@ -179,7 +181,7 @@ void plan_hopper_walk(const AttnProblem& p, const DeviceInfo& device, const Plan
     plan.tail = tail_split_for_run(plan.gate.family, p, plan.tiles, device.sm_count,
                                    plan.num_splits);
   }
-  plan.carry = !plan.tile_counter && carry_across_tiles_for_run(plan.gate.family, p, plan.tiles);
+  plan.carry = carry_across_tiles_for_run(plan.gate.family, p, plan.tiles, plan.tile_counter);
   plan.rotate_rounds = rotates_rounds_for_run(plan.gate.family, p, plan.tiles, plan.num_splits);
   plan.tile_group =
       causal_group_for(p, plan.tiles, plan.num_splits, plan.persistent, plan.tile_counter);

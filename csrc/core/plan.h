@@ -121,11 +121,11 @@ bool takes_key_warps_for_run(KernelFamily family, const AttnProblem& problem,
                              const DeviceInfo& device, int requested);
 
 // Whether a call on `tiles` carries S across tiles: only persistent Hopper launches of 128-row
-// ping-pong tiles carry at all, and not where they draw their tiles from the counter (the plan
-// clears it there: drawn with the carry, the persistent d=128 causal tiles at the running max
+// ping-pong tiles carry at all, and not where they draw their tiles from the counter
+// (tile_counter: drawn with the carry, the persistent d=128 causal tiles at the running max
 // ran 0.3-4% slower than without it).
 bool carry_across_tiles_for_run(KernelFamily family, const AttnProblem& problem,
-                                const TileConfig& tiles);
+                                const TileConfig& tiles, bool tile_counter);
 
 // Whether a Hopper call's causal 128-row tiles take probabilities at the running max: unsplit
 // calls over long keys (dense calls at d=128 over more than 4 key blocks;

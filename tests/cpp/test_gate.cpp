@@ -956,16 +956,18 @@ TEST(HopperSchedule, CarryReportedOnlyForPersistentPingPongTiles) {
   p.sq = 512; p.sk = 512;
   p.causal = true;
   const TileConfig ping_pong = kPingPongTiles, tall = kTallTiles;
-  EXPECT_TRUE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong));
-  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, tall));
-  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kPortableMma, p, ping_pong));
-  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kNone, p, ping_pong));
+  EXPECT_TRUE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, false));
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, tall, false));
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kPortableMma, p, ping_pong, false));
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kNone, p, ping_pong, false));
   p.causal = false;  // d=128 without the mask: never
-  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong));
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, false));
   p.d = 64;
-  EXPECT_TRUE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong));
+  EXPECT_TRUE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, false));
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, true))
+      << "tiles drawn from the counter do not carry";
   p.sk = 4097;  // one block per tile: no tile follows another in a block
-  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong));
+  EXPECT_FALSE(carry_across_tiles_for_run(KernelFamily::kHopperWgmma, p, ping_pong, false));
 }
 
 }  // namespace

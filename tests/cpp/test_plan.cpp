@@ -61,7 +61,7 @@ TEST(Plan, HopperFieldsAreTheRulesAnswers) {
           const bool drawn = draws_tiles_from_counter(plan.gate.family, p, tiles, g, 132);
           EXPECT_EQ(plan.tile_counter, drawn);
           EXPECT_EQ(plan.persistent, hopper_persistent(p.sk) || drawn);
-          EXPECT_EQ(plan.carry, !drawn && carry_across_tiles_for_run(plan.gate.family, p, tiles));
+          EXPECT_EQ(plan.carry, carry_across_tiles_for_run(plan.gate.family, p, tiles, drawn));
           EXPECT_EQ(plan.rotate_rounds, rotates_rounds_for_run(plan.gate.family, p, tiles, g));
           EXPECT_EQ(plan.running_max,
                     takes_running_max_for_run(plan.gate.family, p, tiles, g));
