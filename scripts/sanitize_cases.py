@@ -122,6 +122,9 @@ MEMCHECK_CASES = [
          "contiguous", 192),
     Case("bf16-d192-causal-G1-hopper-empty-rows", "bf16", 192, True, 1, 300, 250, 4, 4, 1,
          "contiguous", 128),
+    # d=192 from 1024 keys: drawn from the counter (144 tiles, more than the SMs).
+    Case("fp16-d192-causal-G1-hopper-drawn", "fp16", 192, True, 1, 1100, 1100, 16, 8, 1,
+         "contiguous", 128),
     Case("fp16-d256-full-G3-hopper", "fp16", 256, False, 1, 130, 700, 4, 1, 3, "contiguous",
          128),
     Case("bf16-d192-v128-causal-G2-hopper", "bf16", 192, True, 1, 200, 333, 4, 2, 2,
@@ -262,6 +265,9 @@ RACECHECK_CASES = [
     # Persistent running-max tiles in static rounds, S carried across tiles (256 tiles).
     Case("race-bf16-d128-causal-G1-hopper-running-max-rounds", "bf16", 128, True, 2, 1024, 1024,
          16, 16, 1, "contiguous", 128),
+    # d=192 tiles drawn from the counter: 144 tiles on 132 SMs.
+    Case("race-bf16-d192-causal-G1-hopper-drawn", "bf16", 192, True, 1, 1100, 1100, 16, 16, 1,
+         "contiguous", 128),
     Case("race-bf16-d128-causal-G1-hopper-running-max-paged64", "bf16", 128, True, 1, 130, 4200,
          1, 1, 1, "paged64", 128),
     Case("race-bf16-d128-causal-G1-hopper-running-max-paged16", "bf16", 128, True, 1, 130, 4200,

@@ -150,6 +150,25 @@ def test_persistent_d128_causal_tiles_at_the_running_max_are_accurate(dtype, wal
     _assert_unsplit_causal_accurate(q, k, v, dtype, f"{kind} {walk} persistent d=128 running max")
 
 
+# At d=192 the causal 128-row tiles over 1024-4096 keys are drawn from the counter
+# (hopper_large_head_draws): 16 heads of 1100 rows (144 tiles, more than the SMs, several to a
+# block through the tile ring) and two GQA groups of 8 / 2 heads of 2048 rows.
+LARGE_HEAD_DRAWN = {"mha": (1, 1100, 16, 16), "gqa": (2, 2048, 8, 2)}
+
+
+@requires_hopper
+@pytest.mark.parametrize("kind", ["random", "rising", "falling", "sink"])
+@pytest.mark.parametrize("shape", list(LARGE_HEAD_DRAWN))
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_d192_causal_tiles_drawn_from_the_counter_are_accurate(dtype, shape, kind):
+    b, s, h, hk = LARGE_HEAD_DRAWN[shape]
+    q, k, v = T.adversarial_qkv(torch, kind, b, h, hk, s, s, 192, dtype, seed=11)
+    details = flashsplit.explain(q, k, v, causal=True, num_splits=1)["details"]
+    assert details["block_m"] == 128 and details["block_n"] == 112, details
+    assert details["tile_counter"] and details["persistent"], details
+    _assert_unsplit_causal_accurate(q, k, v, dtype, f"{kind} {shape} d=192 drawn")
+
+
 # The same tiles for sequences of their own lengths: a chunk of 640 queries against caches of
 # 4700 keys (past 32 key blocks), 2000, and 300 (the chunk's first rows see no key), through
 # flash_attn_varlen_func and through the kv cache, contiguous or in pages loaded as boxes (two

@@ -115,6 +115,19 @@ constexpr bool hopper_causal_walk_static(long long units, long long sq, long lon
 constexpr int hopper_large_head_block_n(int head_dim, int head_dim_v = 0) {
   return head_dim == 192 ? (head_dim_v == 128 ? 128 : 112) : 80;
 }
+// Whether unsplit causal d=192 tiles (v of 192 too) on a persistent launch draw their tiles from
+// a counter longest first (core/tile_order.h) instead of walking the static rounds: from
+// kHopperLargeHeadDrawnMinKeys keys, where the draw ran 2-16% faster on 6 of 13 grids of
+// 1024-4096 rows (GQA groups and few heads the most), within 0.5% on the others (H200, each
+// against FlashAttention-3 in the same process). Over 512-777 keys, whose tiles walk at most 7
+// key blocks, it ran 3.5-12% slower: the tile's hand-off costs more than the rounds lose. Over
+// longer keys the tiles keep a block each: the counter measured 1-3% faster on 2 of 7 grids of
+// 5000-32768 rows, even on 3, and 1-3% slower at 16k and 32k.
+constexpr long long kHopperLargeHeadDrawnMinKeys = 1024;
+constexpr bool hopper_large_head_draws(int head_dim, int head_dim_v, bool causal, long long sk) {
+  return head_dim == 192 && head_dim_v == 192 && causal && sk >= kHopperLargeHeadDrawnMinKeys &&
+         hopper_persistent(sk);
+}
 // Keys per block of the tall (192-row) tiles: 144 at d=96, whose S and O registers leave room
 // for them (fewer, longer iterations), else kHopperBlockN.
 constexpr int hopper_tall_block_n(int head_dim) { return head_dim == 96 ? 144 : kHopperBlockN; }

@@ -951,6 +951,26 @@ TEST(HopperSchedule, TilesDrawnFromACounterSideBySideAndAtTheRunningMax) {
   EXPECT_FALSE(draws_tiles_from_counter(hopper, p, tall, 1, 132));
 }
 
+TEST(HopperSchedule, D192TilesDrawnFromACounterFrom1024PersistentKeys) {
+  AttnProblem p = long_sequence_problem();
+  p.d = 192; p.sq = 1024; p.sk = 1024;
+  p.causal = true;
+  const KernelFamily hopper = KernelFamily::kHopperWgmma;
+  TileConfig large{128, hopper_large_head_block_n(192), 0, 1};
+  large.packs_heads = false;
+  large.wgmma = true;
+  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, large, 1, 132));
+  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, large, 2, 132));  // split
+  p.sq = 1023; p.sk = 1023;  // under kHopperLargeHeadDrawnMinKeys: the static rounds
+  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, large, 1, 132));
+  p.sq = 4097; p.sk = 4097;  // a block per tile
+  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, large, 1, 132));
+  p.sq = 4096; p.sk = 4096;
+  EXPECT_TRUE(draws_tiles_from_counter(hopper, p, large, 1, 132));
+  p.page_size = 64;  // sequences' pages: no drawn instance
+  EXPECT_FALSE(draws_tiles_from_counter(hopper, p, large, 1, 132));
+}
+
 TEST(HopperSchedule, CarryReportedOnlyForPersistentPingPongTiles) {
   AttnProblem p = long_sequence_problem();  // d=128
   p.sq = 512; p.sk = 512;

@@ -183,6 +183,42 @@ TEST(Plan, CausalTilesSideBySideRunInKvGroups) {
   EXPECT_FALSE(ping_pong.tile_counter);
 }
 
+TEST(Plan, PersistentD192CausalTilesAreDrawnFromACounterFrom1024Keys) {
+  // Unsplit causal d=192 calls of dense k/v over 1024-4096 keys: one block per SM draws the
+  // 128-row tiles longest first, in the grouped order; shorter tiles walk the static rounds and
+  // longer ones run a block each.
+  const BuildInfo build = hopper_build_every_head_dim();
+  const auto plan_d192 = [&](AttnProblem p, int splits = 1) {
+    return make_launch_plan(p, h100(), build, PlanOptions{}, splits);
+  };
+  const LaunchPlan drawn = plan_d192(problem(16, 10, 10, 1024, 1024, 192, true));
+  ASSERT_EQ(drawn.tiles.block_m, kHopperBaseRows) << drawn.gate.reason;
+  EXPECT_EQ(drawn.tiles.block_n, hopper_large_head_block_n(192));
+  EXPECT_TRUE(drawn.tile_counter);
+  EXPECT_TRUE(drawn.persistent);
+  EXPECT_FALSE(drawn.running_max || drawn.carry);
+  EXPECT_EQ(drawn.forward_grid.x, 132);
+  EXPECT_EQ(drawn.tile_group,
+            causal_tile_group(16 * 10, causal_unit_kv_bytes(1024, 192, 2, 1, 1)));
+  EXPECT_TRUE(plan_d192(problem(1, 32, 8, 4096, 4096, 192, true)).tile_counter);
+  const LaunchPlan short_tiles = plan_d192(problem(32, 10, 10, 1023, 1023, 192, true));
+  EXPECT_FALSE(short_tiles.tile_counter);
+  EXPECT_TRUE(short_tiles.persistent);
+  EXPECT_EQ(short_tiles.tile_group, 1);
+  const LaunchPlan long_tiles = plan_d192(problem(2, 10, 10, 4097, 4097, 192, true));
+  EXPECT_FALSE(long_tiles.tile_counter || long_tiles.persistent);
+  EXPECT_FALSE(plan_d192(problem(16, 10, 10, 1024, 1024, 192, false)).tile_counter);
+  EXPECT_FALSE(plan_d192(problem(16, 10, 10, 1024, 1024, 192, true), 2).tile_counter);
+  EXPECT_FALSE(plan_d192(problem(4, 10, 10, 1024, 4096, 192, true)).tile_counter);  // a chunk
+  AttnProblem narrow_v = problem(16, 10, 10, 1024, 1024, 192, true);
+  narrow_v.dv = 128;
+  EXPECT_FALSE(plan_d192(narrow_v).tile_counter);
+  AttnProblem sequences = problem(16, 10, 10, 1024, 1024, 192, true);
+  sequences.per_sequence = true;
+  EXPECT_FALSE(plan_d192(sequences).tile_counter);
+  EXPECT_FALSE(plan_d192(problem(8, 8, 8, 2048, 2048, 256, true)).tile_counter);
+}
+
 TEST(Plan, CausalGroupsCountAGqaGroupsKeysAndValuesOnce) {
   // 32 query heads read 8 k/v heads of 4097 keys: a group of units holds the keys and values of
   // 4 units once (524 KB), so all 32 units fit one 32 MB group; counted per query head (2 MB
