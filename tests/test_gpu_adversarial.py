@@ -106,6 +106,13 @@ LONG_CAUSAL = {"chunk": (1, 640, 4700, 2, 2), "square": (1, 4700, 4700, 2, 2),
                "drawn": (2, 1100, 4200, 32, 8)}
 
 
+def _unsplit_causal_call(kind, b, sq, sk, h, hk, d, dtype, seed):
+    """Adversarial inputs of one causal shape, and the details of their unsplit call's plan."""
+    q, k, v = T.adversarial_qkv(torch, kind, b, h, hk, sq, sk, d, dtype, seed=seed)
+    details = flashsplit.explain(q, k, v, causal=True, num_splits=1)["details"]
+    return (q, k, v), details
+
+
 def _assert_unsplit_causal_accurate(q, k, v, dtype, what):
     """The unsplit causal call's output and lse within tolerance of the float64 reference."""
     high, low = naive_pair(q, k, v, causal=True)
@@ -122,11 +129,10 @@ def _assert_unsplit_causal_accurate(q, k, v, dtype, what):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_long_causal_tiles_at_the_running_max_are_accurate(dtype, d, shape, kind):
     b, sq, sk, h, hk = LONG_CAUSAL[shape]
-    q, k, v = T.adversarial_qkv(torch, kind, b, h, hk, sq, sk, d, dtype, seed=5)
-    details = flashsplit.explain(q, k, v, causal=True, num_splits=1)["details"]
+    qkv, details = _unsplit_causal_call(kind, b, sq, sk, h, hk, d, dtype, seed=5)
     assert details["block_m"] == 128 and details["running_max"], details
     assert details["tile_counter"] == (shape != "chunk"), details
-    _assert_unsplit_causal_accurate(q, k, v, dtype, f"{kind} {shape} d={d} running max")
+    _assert_unsplit_causal_accurate(*qkv, dtype, f"{kind} {shape} d={d} running max")
 
 
 # At d=128 the causal 128-row tiles take the running max over 5-32 key blocks too, on
@@ -142,12 +148,11 @@ PERSISTENT_CAUSAL = {"rounds": (2, 1024, 16, False), "drawn": (1, 2560, 16, True
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_persistent_d128_causal_tiles_at_the_running_max_are_accurate(dtype, walk, kind):
     b, s, h, drawn = PERSISTENT_CAUSAL[walk]
-    q, k, v = T.adversarial_qkv(torch, kind, b, h, h, s, s, 128, dtype, seed=9)
-    details = flashsplit.explain(q, k, v, causal=True, num_splits=1)["details"]
+    qkv, details = _unsplit_causal_call(kind, b, s, s, h, h, 128, dtype, seed=9)
     if torch.cuda.get_device_properties(0).multi_processor_count == 132:
         assert details["block_m"] == 128 and details["running_max"], details
         assert details["tile_counter"] == drawn and details["carry"] == (not drawn), details
-    _assert_unsplit_causal_accurate(q, k, v, dtype, f"{kind} {walk} persistent d=128 running max")
+    _assert_unsplit_causal_accurate(*qkv, dtype, f"{kind} {walk} persistent d=128 running max")
 
 
 # At d=192 the causal 128-row tiles over 1024-4096 keys are drawn from the counter
@@ -162,11 +167,10 @@ LARGE_HEAD_DRAWN = {"mha": (1, 1100, 16, 16), "gqa": (2, 2048, 8, 2)}
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_d192_causal_tiles_drawn_from_the_counter_are_accurate(dtype, shape, kind):
     b, s, h, hk = LARGE_HEAD_DRAWN[shape]
-    q, k, v = T.adversarial_qkv(torch, kind, b, h, hk, s, s, 192, dtype, seed=11)
-    details = flashsplit.explain(q, k, v, causal=True, num_splits=1)["details"]
+    qkv, details = _unsplit_causal_call(kind, b, s, s, h, hk, 192, dtype, seed=11)
     assert details["block_m"] == 128 and details["block_n"] == 112, details
     assert details["tile_counter"] and details["persistent"], details
-    _assert_unsplit_causal_accurate(q, k, v, dtype, f"{kind} {shape} d=192 drawn")
+    _assert_unsplit_causal_accurate(*qkv, dtype, f"{kind} {shape} d=192 drawn")
 
 
 # The same tiles for sequences of their own lengths: a chunk of 640 queries against caches of
