@@ -125,6 +125,9 @@ MEMCHECK_CASES = [
     # d=192 from 1024 keys: drawn from the counter (144 tiles, more than the SMs).
     Case("fp16-d192-causal-G1-hopper-drawn", "fp16", 192, True, 1, 1100, 1100, 16, 8, 1,
          "contiguous", 128),
+    # d=256 where the static rounds end far after longest first: drawn (384 tiles).
+    Case("bf16-d256-causal-G1-hopper-drawn", "bf16", 256, True, 1, 3000, 3000, 16, 8, 1,
+         "contiguous", 128),
     Case("fp16-d256-full-G3-hopper", "fp16", 256, False, 1, 130, 700, 4, 1, 3, "contiguous",
          128),
     Case("bf16-d192-v128-causal-G2-hopper", "bf16", 192, True, 1, 200, 333, 4, 2, 2,

@@ -115,18 +115,33 @@ constexpr bool hopper_causal_walk_static(long long units, long long sq, long lon
 constexpr int hopper_large_head_block_n(int head_dim, int head_dim_v = 0) {
   return head_dim == 192 ? (head_dim_v == 128 ? 128 : 112) : 80;
 }
-// Whether unsplit causal d=192 tiles (v of 192 too) on a persistent launch draw their tiles from
-// a counter longest first (core/tile_order.h) instead of walking the static rounds: from
-// kHopperLargeHeadDrawnMinKeys keys, where the draw ran 2-16% faster on 6 of 13 grids of
-// 1024-4096 rows (GQA groups and few heads the most), within 0.5% on the others (H200, each
-// against FlashAttention-3 in the same process). Over 512-777 keys, whose tiles walk at most 7
-// key blocks, it ran 3.5-12% slower: the tile's hand-off costs more than the rounds lose. Over
-// longer keys the tiles keep a block each: the counter measured 1-3% faster on 2 of 7 grids of
-// 5000-32768 rows, even on 3, and 1-3% slower at 16k and 32k.
+// Whether unsplit causal d=192 and d=256 tiles (v as wide) on a persistent launch draw their
+// tiles from a counter longest first (core/tile_order.h) instead of walking the static rounds.
+// d=192: from kHopperLargeHeadDrawnMinKeys keys, where the draw ran 2-16% faster on 6 of 13
+// grids of 1024-4096 rows (GQA groups and few heads the most), within 0.5% on the others (H200,
+// each against FlashAttention-3 in the same process). Over 512-777 keys, whose tiles walk at
+// most 7 key blocks, it ran 3.5-12% slower: the tile's hand-off costs more than the rounds lose.
+// Over longer keys the tiles keep a block each: the counter measured 1-3% faster on 2 of 7 grids
+// of 5000-32768 rows, even on 3, and 1-3% slower at 16k and 32k. d=256, whose 80-key blocks
+// make the hand-off dearer: only where the static rounds end more than
+// kHopperD256DrawnSlackPct after longest first in the model (causal_static_walk_time). There
+// (1, 16 / 16, 4096), modelled 25% later, ran 1.16x faster drawn; of 7 grids of 1024-4096 rows
+// modelled at most 7% later, 6 ran 0.5-9.5% slower drawn (the most at 1024 keys), one 0.5%
+// faster.
 constexpr long long kHopperLargeHeadDrawnMinKeys = 1024;
-constexpr bool hopper_large_head_draws(int head_dim, int head_dim_v, bool causal, long long sk) {
-  return head_dim == 192 && head_dim_v == 192 && causal && sk >= kHopperLargeHeadDrawnMinKeys &&
-         hopper_persistent(sk);
+constexpr int kHopperD256DrawnSlackPct = 15;
+constexpr bool hopper_large_head_draws(int head_dim, int head_dim_v, bool causal,
+                                       long long units, long long sq, long long sk,
+                                       int sm_count) {
+  if (!causal || head_dim_v != head_dim || !hopper_persistent(sk)) return false;
+  if (head_dim == 192) return sk >= kHopperLargeHeadDrawnMinKeys;
+  if (head_dim != 256 || sm_count <= 0) return false;
+  const int block_n = hopper_large_head_block_n(head_dim);
+  const double rounds =
+      causal_static_walk_time(units, sq, sk, kHopperBaseRows, block_n, sm_count);
+  const double longest_first =
+      causal_longest_first_time(units, sq, sk, kHopperBaseRows, block_n, 100, sm_count);
+  return rounds * 100 > longest_first * (100 + kHopperD256DrawnSlackPct);
 }
 // Keys per block of the tall (192-row) tiles: 144 at d=96, whose S and O registers leave room
 // for them (fewer, longer iterations), else kHopperBlockN.

@@ -135,7 +135,8 @@ bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& p, const Til
 // +0.4-2.3% on 4-8 heads of 8k-16k keys at d=64 to 128, outputs bitwise the same (H200).
 // On persistent d=128 calls the 128-row tiles at the running max draw too, unless the static
 // rounds end close to longest first over few key blocks (hopper_causal_walk_static), and so do
-// unsplit dense d=192 calls from 1024 keys that are not chunks (hopper_large_head_draws).
+// unsplit dense d=192 calls from 1024 keys, and d=256 ones whose static rounds end far after
+// longest first, that are not chunks (hopper_large_head_draws).
 bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& p,
                               const TileConfig& tiles, int num_splits, int sm_count) {
   if (family != KernelFamily::kHopperWgmma || !p.causal) return false;
@@ -144,7 +145,8 @@ bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& p,
   if (d > 128) {
     return num_splits == 1 && !p.per_sequence && p.page_size == 0 &&
            !hopper_persistent_chunk(p.sq, p.sk, p.causal) &&
-           hopper_large_head_draws(d, static_cast<int>(value_head_dim(p)), p.causal, p.sk);
+           hopper_large_head_draws(d, static_cast<int>(value_head_dim(p)), p.causal,
+                                   p.b * p.h, p.sq, p.sk, sm_count);
   }
   if (!hopper_keys_load_as_boxes(p.page_size, tiles.block_n) ||
       hopper_persistent_chunk(p.sq, p.sk, p.causal) ||

@@ -150,7 +150,8 @@ bool rotates_rounds_for_run(KernelFamily family, const AttnProblem& problem,
 // (192 and 256 rows), and of the 128-row tiles at the running max whose keys load as TMA
 // boxes, but for chunks (hopper_persistent_chunk) and for persistent calls whose static rounds
 // on sm_count SMs end close to longest first (hopper_causal_walk_static); and persistent unsplit
-// dense d=192 launches from 1024 keys (hopper_large_head_draws).
+// dense d=192 launches from 1024 keys, and d=256 ones whose rounds end far after longest first
+// (hopper_large_head_draws).
 bool draws_tiles_from_counter(KernelFamily family, const AttnProblem& problem,
                               const TileConfig& tiles, int num_splits, int sm_count);
 

@@ -3,6 +3,7 @@
 // exactly the tiles the kernels walk.
 #include <gtest/gtest.h>
 
+#include <tuple>
 #include <vector>
 
 #include "core/combine_math.h"
@@ -217,6 +218,34 @@ TEST(Plan, PersistentD192CausalTilesAreDrawnFromACounterFrom1024Keys) {
   sequences.per_sequence = true;
   EXPECT_FALSE(plan_d192(sequences).tile_counter);
   EXPECT_FALSE(plan_d192(problem(8, 8, 8, 2048, 2048, 256, true)).tile_counter);
+}
+
+TEST(Plan, PersistentD256CausalTilesAreDrawnWhereTheRoundsEndFarAfterLongestFirst) {
+  // d=256's 80-key blocks make the hand-off dearer: its tiles draw only where the static rounds
+  // end more than kHopperD256DrawnSlackPct after longest first in the model.
+  const BuildInfo build = hopper_build_every_head_dim();
+  const auto plan_d256 = [&](int64_t b, int64_t h, int64_t hk, int64_t s) {
+    return make_launch_plan(problem(b, h, hk, s, s, 256, true), h100(), build, PlanOptions{}, 1);
+  };
+  const auto modelled_pct = [](long long units, long long s) {
+    const int block_n = hopper_large_head_block_n(256);
+    return 100 * causal_static_walk_time(units, s, s, kHopperBaseRows, block_n, 132) /
+           causal_longest_first_time(units, s, s, kHopperBaseRows, block_n, 100, 132);
+  };
+  ASSERT_GT(modelled_pct(16, 4096), 100 + kHopperD256DrawnSlackPct);
+  const LaunchPlan drawn = plan_d256(1, 16, 8, 4096);
+  ASSERT_EQ(drawn.tiles.block_m, kHopperBaseRows) << drawn.gate.reason;
+  EXPECT_EQ(drawn.tiles.block_n, hopper_large_head_block_n(256));
+  EXPECT_TRUE(drawn.tile_counter);
+  EXPECT_TRUE(drawn.persistent);
+  EXPECT_EQ(drawn.forward_grid.x, 132);
+  for (const auto& [b, h, s] : {std::tuple{16, 8, 1024}, {8, 8, 2048}, {4, 8, 4096}}) {
+    ASSERT_LE(modelled_pct(b * h, s), 100 + kHopperD256DrawnSlackPct);
+    const LaunchPlan rounds = plan_d256(b, h, h, s);
+    EXPECT_FALSE(rounds.tile_counter) << b << " x " << h << " heads of " << s;
+    EXPECT_TRUE(rounds.persistent);
+  }
+  EXPECT_FALSE(plan_d256(1, 16, 8, 4097).tile_counter);  // a block per tile
 }
 
 TEST(Plan, CausalGroupsCountAGqaGroupsKeysAndValuesOnce) {

@@ -221,9 +221,10 @@ using LongCausalTiles =
 template <int D>
 using LargeHeadTiles =
     HopperTiles<D, kHopperBaseRows, true, true, 1, false, hopper_large_head_block_n(D)>;
-// The same at d=192, drawn from a counter (unsplit causal dense calls: hopper_large_head_draws).
-using DrawnLargeHeadTiles = HopperTiles<192, kHopperBaseRows, true, true, 1, false,
-                                        hopper_large_head_block_n(192), 192, false, false, true>;
+// The same drawn from a counter (unsplit causal dense calls: hopper_large_head_draws).
+template <int D>
+using DrawnLargeHeadTiles = HopperTiles<D, kHopperBaseRows, true, true, 1, false,
+                                        hopper_large_head_block_n(D), D, false, false, true>;
 // d=192 with v of 128: d=128's 128-key blocks and O, one Q buffer.
 using NarrowValueTiles =
     HopperTiles<192, kHopperBaseRows, true, true, 1, false, hopper_large_head_block_n(192, 128),
@@ -373,14 +374,15 @@ void launch_attn_fwd(const AttnFwdParams& params, const LaunchPlan& plan, gpuStr
         if (params.dv == 128 && block_n == NarrowValueTiles::kBlockN) {
           return launch_tiles<Elem, D, NarrowValueTiles>(params, plan, stream, record);
         }
-        if (plan.tile_counter) {
-          if (!params.causal || plan.num_splits != 1 || plan.sequences || params.dv != D) {
-            throw std::logic_error("flashsplit: the d=192 tiles drawn from a counter are for "
-                                   "unsplit causal calls of dense k/v");
-          }
-          return launch_variant<Elem, D, true, false, DrawnLargeHeadTiles>(params, plan, stream,
-                                                                           record);
+      }
+      if (plan.tile_counter) {
+        if (!params.causal || plan.num_splits != 1 || plan.sequences || params.dv != D) {
+          throw std::logic_error("flashsplit: the d=" + std::to_string(D) +
+                                 " tiles drawn from a counter are for unsplit causal calls of "
+                                 "dense k/v");
         }
+        return launch_variant<Elem, D, true, false, DrawnLargeHeadTiles<D>>(params, plan, stream,
+                                                                            record);
       }
       if (params.dv == D) {
         return launch_tiles<Elem, D, LargeHeadTiles<D>>(params, plan, stream, record);

@@ -33,13 +33,14 @@ struct HopperTiles {
   // mask (hopper_causal_running_max; FwdKernelTraits::kFastProbabilities).
   static constexpr bool kRunningMax = RunningMax;
   static_assert(!RunningMax || PingPong, "the ping-pong tiles' instance for long causal calls");
-  // Of those, and of the d=192 ping-pong tiles (which take the running max with the mask
-  // already), the instances whose launches draw their tiles from a counter (LaunchPlan::
+  // Of those, and of the d=192 and d=256 ping-pong tiles (which take the running max with the
+  // mask already), the instances whose launches draw their tiles from a counter (LaunchPlan::
   // tile_counter). Chunks walk the static rounds on an instance without the draw: compiled in,
   // it cost their walk 0.7-1.3% (H200, three chunk shapes against FlashAttention-3).
   static constexpr bool kDrawn = Drawn;
-  static_assert(!Drawn || RunningMax || (D == 192 && PingPong),
-                "the causal ping-pong tiles drawn from a counter: at the running max, or d=192");
+  static_assert(!Drawn || RunningMax || (D > 128 && PingPong),
+                "the causal ping-pong tiles drawn from a counter: at the running max, or "
+                "from d=192");
   // The 256-row tiles' instance over pages copied a row at a time: its shared memory holds the
   // row table (SharedStorage::row_table; FwdKernelTraits::kRowTable), the others' does not.
   static constexpr bool kRowTable = RowTable;
