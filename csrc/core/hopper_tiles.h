@@ -97,14 +97,22 @@ constexpr int kHopperWideBlockN = 64;
 // is far ahead (1.03-1.32x on 8 grids of 384-2688 tiles modelled 9-50% after longest first).
 constexpr int kHopperStaticCausalMaxKeyBlocks = 16;
 constexpr int kHopperStaticCausalSlackPct = 4;
+// Whether the static rounds of `units` causal 128-row tiles over blocks of block_n keys end
+// within slack_pct of longest first on sm_count SMs in the model (causal_static_walk_time,
+// causal_longest_first_time): the rule of each tile family that may draw from the counter.
+constexpr bool hopper_causal_rounds_within(long long units, long long sq, long long sk,
+                                           int block_n, int sm_count, int slack_pct) {
+  const double rounds =
+      causal_static_walk_time(units, sq, sk, kHopperBaseRows, block_n, sm_count);
+  const double longest_first =
+      causal_longest_first_time(units, sq, sk, kHopperBaseRows, block_n, 100, sm_count);
+  return rounds * 100 <= longest_first * (100 + slack_pct);
+}
 constexpr bool hopper_causal_walk_static(long long units, long long sq, long long sk,
                                          int sm_count) {
-  if (hopper_key_blocks(sk) > kHopperStaticCausalMaxKeyBlocks) return false;
-  const double rounds =
-      causal_static_walk_time(units, sq, sk, kHopperBaseRows, kHopperBlockN, sm_count);
-  const double longest_first = causal_longest_first_time(units, sq, sk, kHopperBaseRows,
-                                                         kHopperBlockN, 100, sm_count);
-  return rounds * 100 <= longest_first * (100 + kHopperStaticCausalSlackPct);
+  return hopper_key_blocks(sk) <= kHopperStaticCausalMaxKeyBlocks &&
+         hopper_causal_rounds_within(units, sq, sk, kHopperBlockN, sm_count,
+                                     kHopperStaticCausalSlackPct);
 }
 
 // Keys per block of the d=192 and d=256 tiles (128 rows in ping-pong, one Q buffer): as many as
@@ -124,7 +132,7 @@ constexpr int hopper_large_head_block_n(int head_dim, int head_dim_v = 0) {
 // Over longer keys the tiles keep a block each: the counter measured 1-3% faster on 2 of 7 grids
 // of 5000-32768 rows, even on 3, and 1-3% slower at 16k and 32k. d=256, whose 80-key blocks
 // make the hand-off dearer: only where the static rounds end more than
-// kHopperD256DrawnSlackPct after longest first in the model (causal_static_walk_time). There
+// kHopperD256DrawnSlackPct after longest first in the model (hopper_causal_rounds_within). There
 // (1, 16 / 16, 4096), modelled 25% later, ran 1.16x faster drawn; of 7 grids of 1024-4096 rows
 // modelled at most 7% later, 6 ran 0.5-9.5% slower drawn (the most at 1024 keys), one 0.5%
 // faster.
@@ -135,13 +143,9 @@ constexpr bool hopper_large_head_draws(int head_dim, int head_dim_v, bool causal
                                        int sm_count) {
   if (!causal || head_dim_v != head_dim || !hopper_persistent(sk)) return false;
   if (head_dim == 192) return sk >= kHopperLargeHeadDrawnMinKeys;
-  if (head_dim != 256 || sm_count <= 0) return false;
-  const int block_n = hopper_large_head_block_n(head_dim);
-  const double rounds =
-      causal_static_walk_time(units, sq, sk, kHopperBaseRows, block_n, sm_count);
-  const double longest_first =
-      causal_longest_first_time(units, sq, sk, kHopperBaseRows, block_n, 100, sm_count);
-  return rounds * 100 > longest_first * (100 + kHopperD256DrawnSlackPct);
+  return head_dim == 256 && sm_count > 0 &&
+         !hopper_causal_rounds_within(units, sq, sk, hopper_large_head_block_n(head_dim),
+                                      sm_count, kHopperD256DrawnSlackPct);
 }
 // Keys per block of the tall (192-row) tiles: 144 at d=96, whose S and O registers leave room
 // for them (fewer, longer iterations), else kHopperBlockN.
