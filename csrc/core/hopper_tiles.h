@@ -219,6 +219,26 @@ constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal, long
   return padded_tall * pct < padded_base * 100 ? kHopperTallRows : kHopperBaseRows;
 }
 
+// Whether the plan declines an automatic split (num_splits = 0) of a prefill grid, whose units
+// have two query tiles or more, over at most kHopperPrefillSplitMaxKeyBlocks key blocks and
+// fewer than four times as many keys as queries: where its unsplit tiles fill more than
+// kHopperPrefillSplitMaxSmPct of the SMs. The split model (core/split_heuristic.cpp) weighs
+// whole waves of tiles as long as the longest and knows no causal mask; there its splits ran
+// slower (H200, each against the unsplit call in the same process): 7-48% on 40-64 tiles
+// (d=128 to 256, with the mask or without; even at d=96), 34% to 2.1x on 144-192 tiles (G = 2:
+// (1, 5 / 1, 4096) causal d=128 took 100 us against 54). On 16-32 tiles they ran 12-79% faster
+// (d=64 to 256), (1, 4 / 4, 1024) causal d=128 2% slower. Declined gains: causal calls of two
+// heads on 48 and 64 tiles (14-16%), d=64 (1, 4 / 4, 2048) causal (9%). Longer keys, and chunks
+// of queries against them, keep the model's choice: nothing there was measured against it.
+constexpr int kHopperPrefillSplitMaxSmPct = 25;
+constexpr long long kHopperPrefillSplitMaxKeyBlocks = 48;
+constexpr bool hopper_prefill_declines_split(long long sq, long long sk, long long tiles,
+                                             long long query_tiles, long long key_blocks,
+                                             int sm_count) {
+  return query_tiles >= 2 && 4 * sq > sk && key_blocks <= kHopperPrefillSplitMaxKeyBlocks &&
+         tiles * 100 > static_cast<long long>(sm_count) * kHopperPrefillSplitMaxSmPct;
+}
+
 // Paged k/v on the Hopper kernels: each key block of block_n keys (128, or 64 on the wide
 // tiles) is loaded as TMA boxes of one page's rows each, or, where pages hold whole blocks, one
 // box of a block's rows inside its page; so pages of 64 keys or a multiple of block_n. Returns

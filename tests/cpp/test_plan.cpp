@@ -248,6 +248,29 @@ TEST(Plan, PersistentD256CausalTilesAreDrawnWhereTheRoundsEndFarAfterLongestFirs
   EXPECT_FALSE(plan_d256(1, 16, 8, 4097).tile_counter);  // a block per tile
 }
 
+TEST(Plan, PrefillGridsFillingAQuarterOfTheSmsAreNotSplitAutomatically) {
+  const BuildInfo build = hopper_build_every_head_dim();
+  const auto splits = [&](int64_t h, int64_t hk, int64_t sq, int64_t sk, int64_t d, bool causal,
+                          int requested) {
+    return make_launch_plan(problem(1, h, hk, sq, sk, d, causal), h100(), build, PlanOptions{},
+                            requested)
+        .num_splits;
+  };
+  // 160 causal d=128 tiles and 160 d=256 ones: the model splits them, the plan does not.
+  EXPECT_TRUE(hopper_prefill_declines_split(4096, 4096, 160, 32, 32, 132));
+  EXPECT_EQ(splits(5, 1, 4096, 4096, 128, true, 0), 1);
+  EXPECT_EQ(splits(8, 8, 2560, 2560, 256, true, 0), 1);
+  EXPECT_EQ(splits(4, 4, 2048, 2048, 128, false, 0), 1);
+  EXPECT_EQ(splits(5, 1, 4096, 4096, 128, true, 2), 2);  // a requested G stands
+  // A quarter of the SMs or fewer: split.
+  EXPECT_GT(splits(2, 2, 2048, 2048, 128, true, 0), 1);
+  EXPECT_GT(splits(1, 1, 2048, 2048, 192, false, 0), 1);
+  // Chunks against four times as many keys or more, and longer keys, keep the model's G.
+  EXPECT_FALSE(hopper_prefill_declines_split(384, 4096, 48, 3, 32, 132));
+  EXPECT_GT(splits(16, 2, 384, 4096, 64, true, 0), 1);
+  EXPECT_FALSE(hopper_prefill_declines_split(4096, 8192, 160, 32, 64, 132));
+}
+
 TEST(Plan, CausalGroupsCountAGqaGroupsKeysAndValuesOnce) {
   // 32 query heads read 8 k/v heads of 4097 keys: a group of units holds the keys and values of
   // 4 units once (524 KB), so all 32 units fit one 32 MB group; counted per query head (2 MB
