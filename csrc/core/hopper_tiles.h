@@ -132,12 +132,12 @@ constexpr int hopper_large_head_block_n(int head_dim, int head_dim_v = 0) {
 // Over longer keys the tiles keep a block each: the counter measured 1-3% faster on 2 of 7 grids
 // of 5000-32768 rows, even on 3, and 1-3% slower at 16k and 32k. d=256, whose 80-key blocks
 // make the hand-off dearer: only where the static rounds end more than
-// kHopperD256DrawnSlackPct after longest first in the model (hopper_causal_rounds_within). There
-// (1, 16 / 16, 4096), modelled 25% later, ran 1.16x faster drawn; of 7 grids of 1024-4096 rows
-// modelled at most 7% later, 6 ran 0.5-9.5% slower drawn (the most at 1024 keys), one 0.5%
-// faster.
+// kHopperD256DrawnSlackPct after longest first in the model (hopper_causal_rounds_within). Of
+// 10 grids of 1024-4096 rows modelled 10-25% later, drawn ran 0.2-16% faster (6 of them 6% or
+// more: (2, 12 / 12, 2048) 1.045x FlashAttention-3's speed -> 1.15x); of 7 modelled at most 7%
+// later, 6 ran 0.5-9.5% slower drawn (the most at 1024 keys), one 0.5% faster.
 constexpr long long kHopperLargeHeadDrawnMinKeys = 1024;
-constexpr int kHopperD256DrawnSlackPct = 15;
+constexpr int kHopperD256DrawnSlackPct = 9;
 constexpr bool hopper_large_head_draws(int head_dim, int head_dim_v, bool causal,
                                        long long units, long long sq, long long sk,
                                        int sm_count) {
