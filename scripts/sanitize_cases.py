@@ -271,6 +271,10 @@ RACECHECK_CASES = [
     # d=192 tiles drawn from the counter: 144 tiles on 132 SMs.
     Case("race-bf16-d192-causal-G1-hopper-drawn", "bf16", 192, True, 1, 1100, 1100, 16, 16, 1,
          "contiguous", 128),
+    # d=256 tiles drawn from the counter: 144 tiles, their static rounds modelled 10% after
+    # longest first.
+    Case("race-fp16-d256-causal-G1-hopper-drawn", "fp16", 256, True, 1, 1536, 1536, 12, 12, 1,
+         "contiguous", 128),
     Case("race-bf16-d128-causal-G1-hopper-running-max-paged64", "bf16", 128, True, 1, 130, 4200,
          1, 1, 1, "paged64", 128),
     Case("race-bf16-d128-causal-G1-hopper-running-max-paged16", "bf16", 128, True, 1, 130, 4200,
