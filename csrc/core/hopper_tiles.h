@@ -1,6 +1,6 @@
-// The Hopper kernel's tiling rules: tile heights, persistence, carry, round rotation and the
-// start stagger. The plan (core/plan.cpp) applies them once per call; the kernels receive the
-// outcome. docs/design.md has the measurements behind each rule.
+// The Hopper kernel's tiling rules: tile heights, persistence, carry, round rotation, the start
+// stagger and the automatic splits the plan declines. The plan (core/plan.cpp) applies them once
+// per call; the kernels receive the outcome. docs/design.md has the measurements behind each rule.
 #pragma once
 
 #include "core/host_device.h"
