@@ -232,11 +232,15 @@ constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal, long
 // of queries against them, keep the model's choice: nothing there was measured against it.
 constexpr int kHopperPrefillSplitMaxSmPct = 25;
 constexpr long long kHopperPrefillSplitMaxKeyBlocks = 48;
-constexpr bool hopper_prefill_declines_split(long long sq, long long sk, long long tiles,
-                                             long long query_tiles, long long key_blocks,
-                                             int sm_count) {
+// `units` (batch, head) pairs of sq queries against sk keys on tiles of block_m rows over
+// blocks of block_n keys.
+constexpr bool hopper_prefill_declines_split(long long units, long long sq, long long sk,
+                                             int block_m, int block_n, int sm_count) {
+  const long long query_tiles = (sq + block_m - 1) / block_m;
+  const long long key_blocks = (sk + block_n - 1) / block_n;
   return query_tiles >= 2 && 4 * sq > sk && key_blocks <= kHopperPrefillSplitMaxKeyBlocks &&
-         tiles * 100 > static_cast<long long>(sm_count) * kHopperPrefillSplitMaxSmPct;
+         units * query_tiles * 100 >
+             static_cast<long long>(sm_count) * kHopperPrefillSplitMaxSmPct;
 }
 
 // Paged k/v on the Hopper kernels: each key block of block_n keys (128, or 64 on the wide

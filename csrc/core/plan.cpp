@@ -53,9 +53,8 @@ int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceIn
   if (requested != 0 || g <= 1) return g;
   const TileConfig unsplit = tiles_for_run(family, p, device.sm_count, 1);
   if (!unsplit.packs_heads &&
-      hopper_prefill_declines_split(p.sq, p.sk, forward_blocks(p.b, p.sq, p.h, p.hk, unsplit),
-                                    ceil_div(p.sq, unsplit.block_m),
-                                    ceil_div(p.sk, unsplit.block_n), device.sm_count)) {
+      hopper_prefill_declines_split(p.b * p.h, p.sq, p.sk, unsplit.block_m, unsplit.block_n,
+                                    device.sm_count)) {
     return 1;
   }
   const TailSplit tail = tail_split_for_run(family, p, unsplit, device.sm_count, 1);

@@ -257,7 +257,7 @@ TEST(Plan, PrefillGridsFillingAQuarterOfTheSmsAreNotSplitAutomatically) {
         .num_splits;
   };
   // 160 causal d=128 tiles and 160 d=256 ones: the model splits them, the plan does not.
-  EXPECT_TRUE(hopper_prefill_declines_split(4096, 4096, 160, 32, 32, 132));
+  EXPECT_TRUE(hopper_prefill_declines_split(5, 4096, 4096, 128, 128, 132));
   EXPECT_EQ(splits(5, 1, 4096, 4096, 128, true, 0), 1);
   EXPECT_EQ(splits(8, 8, 2560, 2560, 256, true, 0), 1);
   EXPECT_EQ(splits(4, 4, 2048, 2048, 128, false, 0), 1);
@@ -266,9 +266,9 @@ TEST(Plan, PrefillGridsFillingAQuarterOfTheSmsAreNotSplitAutomatically) {
   EXPECT_GT(splits(2, 2, 2048, 2048, 128, true, 0), 1);
   EXPECT_GT(splits(1, 1, 2048, 2048, 192, false, 0), 1);
   // Chunks against four times as many keys or more, and longer keys, keep the model's G.
-  EXPECT_FALSE(hopper_prefill_declines_split(384, 4096, 48, 3, 32, 132));
+  EXPECT_FALSE(hopper_prefill_declines_split(16, 384, 4096, 128, 128, 132));
   EXPECT_GT(splits(16, 2, 384, 4096, 64, true, 0), 1);
-  EXPECT_FALSE(hopper_prefill_declines_split(4096, 8192, 160, 32, 64, 132));
+  EXPECT_FALSE(hopper_prefill_declines_split(5, 4096, 8192, 128, 128, 132));
 }
 
 TEST(Plan, CausalGroupsCountAGqaGroupsKeysAndValuesOnce) {
