@@ -1,5 +1,5 @@
 // The Hopper kernel's tiling rules: tile heights, persistence, carry, round rotation, the start
-// stagger and the automatic splits the plan declines. The plan (core/plan.cpp) applies them once
+// stagger and the automatic splits of prefill. The plan (core/plan.cpp) applies them once
 // per call; the kernels receive the outcome. docs/design.md has the measurements behind each rule.
 #pragma once
 
@@ -227,9 +227,10 @@ constexpr int hopper_split_block_m(int head_dim, long long sq, bool causal, long
 // slower (H200, each against the unsplit call in the same process): 7-48% on 40-64 tiles
 // (d=128 to 256, with the mask or without; even at d=96), 34% to 2.1x on 144-192 tiles (G = 2:
 // (1, 5 / 1, 4096) causal d=128 took 100 us against 54). On 16-32 tiles they ran 12-79% faster
-// (d=64 to 256), (1, 4 / 4, 1024) causal d=128 2% slower. Declined gains: causal calls of two
-// heads on 48 and 64 tiles (14-16%), d=64 (1, 4 / 4, 2048) causal (9%). Longer keys, and chunks
-// of queries against them, keep the model's choice: nothing there was measured against it.
+// (d=64 to 256), (1, 4 / 4, 1024) causal d=128 2% slower. At d=64 and 128 the plan chooses the
+// split count of such grids itself (hopper_prefill_splits): causal calls of two heads on 48 and
+// 64 tiles ran 1.31x and 1.42x faster at G = 4. Longer keys, and chunks of queries against them,
+// keep the model's choice at d=96 to 256: nothing there was measured against it.
 constexpr int kHopperPrefillSplitMaxSmPct = 25;
 constexpr long long kHopperPrefillSplitMaxKeyBlocks = 48;
 // `units` (batch, head) pairs of sq queries against sk keys on tiles of block_m rows over
@@ -241,6 +242,61 @@ constexpr bool hopper_prefill_declines_split(long long units, long long sq, long
   return query_tiles >= 2 && 4 * sq > sk && key_blocks <= kHopperPrefillSplitMaxKeyBlocks &&
          units * query_tiles * 100 >
              static_cast<long long>(sm_count) * kHopperPrefillSplitMaxSmPct;
+}
+
+// The split count of an automatic split of dense prefill at d=64 and 128 (4 sq > sk, two query
+// tiles or more) on the split tiles' 128 rows over 128-key blocks. Unsplit, the SMs take the
+// tiles longest first and the call ends with the longest (causal_longest_first_time; without
+// the mask a unit's tiles are alike), so on few heads most SMs wait for it; split, each tile's
+// key blocks part into G pieces. Where the longest ends less than
+// hopper_prefill_split_slack_blocks after the SMs' even share of the key blocks, the pieces'
+// own costs (their starts, fp32 partials, the combine) outweigh the wait: G = 1. Else G = the
+// longest over that share (a share of at least kHopperPrefillSplitMinShareBlocks), at most
+// kHopperPrefillMaxSplits. The plan takes it where the split model's G stays 1, where it
+// declines the model's split (hopper_prefill_declines_split) and for causal calls whose tiles
+// reach the SM count; on fewer tiles, and without the mask on more (whose last wave the model
+// weighs), the model's splits stand.
+// Measured on an H200, G = 1 to 8 of each shape in one process. 84 shapes of 1-8 heads of
+// 1k-16k rows, causal or not: the geomean over the best G's time 1.057 -> 1.013 at d=128 (worst
+// 1.98 -> 1.34) and 1.070 -> 1.026 at d=64 (worst 1.60 -> 1.20), none slower; causal d=128
+// (1, 1 / 1, 6000) 70.5 -> 35.5-35.8 us (G = 5), (1, 2 / 2, 3000) 40.2 -> 28.1-29.3,
+// (1, 2 / 2, 4096) 51.6 -> 36.5, (1, 3 / 3, 8192) 125.8 -> 100.5 (G = 2 -> 1); d=64
+// (1, 2 / 2, 4096) 45.8 -> 29.0. On 21 shapes held out (GQA groups, batches of 2 and 3,
+// queries against twice their keys, odd lengths) 10 ran 1.02-1.97x faster ((1, 1 / 1, 5000)
+// causal d=64 51.1 -> 25.9 us), the others kept their G. Waits of 15-17.2 blocks at d=128 went
+// either way ((1, 3 / 3, 3000) 1.12x split, (1, 4 / 4, 3000) 0.94x, (1, 5 / 1, 2048, 4096)
+// 0.87x), hence 18; at d=64, whose blocks cost less, 11.
+constexpr int kHopperPrefillSplitMinShareBlocks = 4;
+constexpr int kHopperPrefillMaxSplits = 8;
+constexpr double hopper_prefill_split_slack_blocks(int head_dim) {
+  return head_dim <= 64 ? 11.0 : 18.0;
+}
+constexpr bool hopper_prefill_splits_apply(int head_dim, long long sq, long long sk) {
+  return (head_dim == 64 || head_dim == 128) && 4 * sq > sk && sq > kHopperBaseRows;
+}
+inline int hopper_prefill_splits(long long units, long long sq, long long sk, bool causal,
+                                 int head_dim, int sm_count) {
+  const long long query_tiles = (sq + kHopperBaseRows - 1) / kHopperBaseRows;
+  const long long key_blocks = (sk + kHopperBlockN - 1) / kHopperBlockN;
+  if (units <= 0 || sm_count <= 0) return 1;
+  double longest = static_cast<double>(key_blocks), total = 0.0;  // in key blocks of a tile
+  if (causal) {
+    longest = causal_longest_first_time(units, sq, sk, kHopperBaseRows, kHopperBlockN, 100,
+                                        sm_count) / kHopperBaseRows;
+    for (long long m = 0; m < query_tiles; ++m)
+      total += causal_tile_cost(m, sq, sk, kHopperBaseRows, kHopperBlockN, 100) /
+               kHopperBaseRows * static_cast<double>(units);
+  } else {
+    longest *= static_cast<double>((units * query_tiles + sm_count - 1) / sm_count);
+    total = static_cast<double>(units * query_tiles * key_blocks);
+  }
+  const double share = total / sm_count;
+  if (longest - share < hopper_prefill_split_slack_blocks(head_dim)) return 1;
+  const double g = longest / (share > kHopperPrefillSplitMinShareBlocks
+                                  ? share
+                                  : static_cast<double>(kHopperPrefillSplitMinShareBlocks));
+  if (g >= kHopperPrefillMaxSplits) return kHopperPrefillMaxSplits;
+  return g < 1.0 ? 1 : static_cast<int>(g);
 }
 
 // Paged k/v on the Hopper kernels: each key block of block_n keys (128, or 64 on the wide

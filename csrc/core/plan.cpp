@@ -43,21 +43,13 @@ SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& dev
                                                : nvidia_constants(device);
 }
 
-int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceInfo& device,
-                       int requested, const SplitHeuristicConstants& constants) {
-  if (takes_key_warps_for_run(family, p, device, requested)) return 1;
-  const TileConfig modelled = tiles_for(family, p);
-  const int g = resolve_num_splits(requested, p, device, modelled, constants);
-  // The portable grid's y holds G blocks per chunk of 65535 (batch, k/v head) pairs.
-  if (family != KernelFamily::kHopperWgmma) return std::min(g, max_portable_splits(p.b * p.hk));
-  if (requested != 0 || g <= 1) return g;
-  const TileConfig unsplit = tiles_for_run(family, p, device.sm_count, 1);
-  if (!unsplit.packs_heads &&
-      hopper_prefill_declines_split(p.b * p.h, p.sq, p.sk, unsplit.block_m, unsplit.block_n,
-                                    device.sm_count)) {
-    return 1;
-  }
-  const TailSplit tail = tail_split_for_run(family, p, unsplit, device.sm_count, 1);
+// The split model's G on the Hopper tiles (g, num_splits = 0): 1 where the unsplit call's tiles
+// differ from the modelled ones (taller tiles, a tail split) and are modelled to end first.
+int hopper_modelled_splits(const AttnProblem& p, const DeviceInfo& device, int g,
+                           const TileConfig& modelled, const TileConfig& unsplit,
+                           const SplitHeuristicConstants& constants) {
+  const TailSplit tail =
+      tail_split_for_run(KernelFamily::kHopperWgmma, p, unsplit, device.sm_count, 1);
   if (unsplit.block_m == modelled.block_m && !tail.active()) return g;
   const int d = static_cast<int>(p.d);
   const double split_us = modelled_split_us(p, device, modelled, g, constants) *
@@ -66,6 +58,34 @@ int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceIn
                             hopper_row_cost_pct(d, unsplit.block_m, p.causal, p.sk) *
                             tail_split_time_share(tail);
   return unsplit_us >= 0 && unsplit_us <= split_us ? 1 : g;
+}
+
+int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceInfo& device,
+                       int requested, const SplitHeuristicConstants& constants) {
+  if (takes_key_warps_for_run(family, p, device, requested)) return 1;
+  const TileConfig modelled = tiles_for(family, p);
+  const int g = resolve_num_splits(requested, p, device, modelled, constants);
+  // The portable grid's y holds G blocks per chunk of 65535 (batch, k/v head) pairs.
+  if (family != KernelFamily::kHopperWgmma) return std::min(g, max_portable_splits(p.b * p.hk));
+  if (requested != 0) return g;
+  const TileConfig unsplit = tiles_for_run(family, p, device.sm_count, 1);
+  const bool declined =
+      g > 1 && !unsplit.packs_heads &&
+      hopper_prefill_declines_split(p.b * p.h, p.sq, p.sk, unsplit.block_m, unsplit.block_n,
+                                    device.sm_count);
+  const int model_g =
+      g <= 1 || declined ? 1 : hopper_modelled_splits(p, device, g, modelled, unsplit, constants);
+  // Dense prefill at d=64 and 128: the split model's G stands where it splits a grid of fewer
+  // tiles than SMs, or without the mask (hopper_prefill_splits).
+  const long long units = p.b * p.h;
+  const long long tiles = units * ceil_div(p.sq, kHopperBaseRows);
+  if (!p.per_sequence && !unsplit.packs_heads && value_head_dim(p) == p.d &&
+      hopper_prefill_splits_apply(static_cast<int>(p.d), p.sq, p.sk) &&
+      (model_g <= 1 || declined || (p.causal && tiles >= device.sm_count))) {
+    return hopper_prefill_splits(units, p.sq, p.sk, p.causal, static_cast<int>(p.d),
+                                 device.sm_count);
+  }
+  return model_g;
 }
 
 TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const TileConfig& tiles,

@@ -271,6 +271,38 @@ TEST(Plan, PrefillGridsFillingAQuarterOfTheSmsAreNotSplitAutomatically) {
   EXPECT_FALSE(hopper_prefill_declines_split(5, 4096, 8192, 128, 128, 132));
 }
 
+TEST(Plan, FewHeadPrefillSplitsWhereTheLongestTileLeavesSmsWaiting) {
+  // One unit of 47 causal tiles: the longest (47 key blocks) ends 38.5 blocks after the SMs'
+  // even share (8.5), so its key blocks part in five.
+  EXPECT_EQ(hopper_prefill_splits(1, 6000, 6000, true, 128, 132), 5);
+  EXPECT_EQ(hopper_prefill_splits(2, 4096, 4096, true, 128, 132), 4);
+  EXPECT_EQ(hopper_prefill_splits(2, 4096, 4096, true, 64, 132), 4);
+  EXPECT_EQ(hopper_prefill_splits(4, 2048, 2048, true, 64, 132), 3);
+  // Without the mask one wave of 64 tiles of 32 blocks against a share of 15.5.
+  EXPECT_EQ(hopper_prefill_splits(2, 4096, 4096, false, 64, 132), 2);
+  // Waits under the slack: 16.7 blocks (d=128), 14.9 (d=128), 9.8 (d=64).
+  EXPECT_EQ(hopper_prefill_splits(3, 8192, 8192, true, 128, 132), 1);
+  EXPECT_EQ(hopper_prefill_splits(4, 3000, 3000, true, 128, 132), 1);
+  EXPECT_EQ(hopper_prefill_splits(6, 2048, 2048, true, 64, 132), 1);
+  // The plan: the model's G = 2 of 192 causal tiles gives way to 1, its declined or unsplit
+  // choices to hopper_prefill_splits; a requested G, d=96 and fewer tiles keep theirs.
+  const auto splits = [](int64_t h, int64_t sq, int64_t d, bool causal, int requested) {
+    return make_launch_plan(problem(1, h, h, sq, sq, d, causal), h100(),
+                            hopper_build_every_head_dim(), PlanOptions{}, requested)
+        .num_splits;
+  };
+  EXPECT_EQ(splits(3, 8192, 128, true, 0), 1);
+  EXPECT_EQ(splits(3, 8192, 128, true, 2), 2);
+  EXPECT_EQ(splits(2, 4096, 128, true, 0), 4);
+  EXPECT_EQ(splits(1, 6000, 128, true, 0), 5);
+  EXPECT_EQ(splits(2, 4096, 96, true, 0), 1);
+  EXPECT_EQ(splits(1, 2048, 128, true, 0),
+            resolve_num_splits(0, problem(1, 1, 1, 2048, 2048, 128, true), h100(),
+                               tiles_for(KernelFamily::kHopperWgmma,
+                                         problem(1, 1, 1, 2048, 2048, 128, true)),
+                               nvidia_constants(h100())));
+}
+
 TEST(Plan, CausalGroupsCountAGqaGroupsKeysAndValuesOnce) {
   // 32 query heads read 8 k/v heads of 4097 keys: a group of units holds the keys and values of
   // 4 units once (524 KB), so all 32 units fit one 32 MB group; counted per query head (2 MB
