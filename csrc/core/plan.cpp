@@ -43,6 +43,8 @@ SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& dev
                                                : nvidia_constants(device);
 }
 
+namespace {
+
 // The split model's G on the Hopper tiles (g, num_splits = 0): 1 where the unsplit call's tiles
 // differ from the modelled ones (taller tiles, a tail split) and are modelled to end first.
 int hopper_modelled_splits(const AttnProblem& p, const DeviceInfo& device, int g,
@@ -59,6 +61,8 @@ int hopper_modelled_splits(const AttnProblem& p, const DeviceInfo& device, int g
                             tail_split_time_share(tail);
   return unsplit_us >= 0 && unsplit_us <= split_us ? 1 : g;
 }
+
+}  // namespace
 
 int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceInfo& device,
                        int requested, const SplitHeuristicConstants& constants) {

@@ -101,8 +101,12 @@ SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& dev
 // Where the heuristic splits but an unsplit call would run other tiles (tiles_for_run at
 // G = 1) or a tail split (tail_split_for_run), G = 1 wins if its modelled time on those tiles,
 // weighted by their row cost (hopper_row_cost_pct) and cut to the tail split's share
-// (tail_split_time_share), is no more than the split's on its own tiles. Every modelled time,
-// the heuristic's and this comparison's, uses `constants` (the tuner varies them).
+// (tail_split_time_share), is no more than the split's on its own tiles. On the Hopper tiles
+// the plan declines the heuristic's splits of prefill grids that fill a quarter of the SMs
+// (hopper_prefill_declines_split), and at d=64 and 128 chooses the G of dense prefill itself
+// where the heuristic's stays 1, is declined, or splits causal tiles as many as the SMs
+// (hopper_prefill_splits). Every modelled time, the heuristic's and this comparison's, uses
+// `constants` (the tuner varies them).
 int resolve_splits_for(KernelFamily family, const AttnProblem& problem, const DeviceInfo& device,
                        int requested,
                        const SplitHeuristicConstants& constants = SplitHeuristicConstants{});
