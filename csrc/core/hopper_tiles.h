@@ -248,53 +248,75 @@ constexpr bool hopper_prefill_declines_split(long long units, long long sq, long
 // tiles or more) on the split tiles' 128 rows over 128-key blocks. Unsplit, the SMs take the
 // tiles longest first and the call ends with the longest (causal_longest_first_time; without
 // the mask a unit's tiles are alike), so on few heads most SMs wait for it; split, each tile's
-// key blocks part into G pieces. Where the longest ends less than
-// hopper_prefill_split_slack_blocks after the SMs' even share of the key blocks, the pieces'
-// own costs (their starts, fp32 partials, the combine) outweigh the wait: G = 1. Else G = the
-// longest over that share (a share of at least kHopperPrefillSplitMinShareBlocks), at most
-// kHopperPrefillMaxSplits. The plan takes it where the split model's G stays 1, where it
-// declines the model's split (hopper_prefill_declines_split) and for causal calls whose tiles
-// reach the SM count; on fewer tiles, and without the mask on more (whose last wave the model
-// weighs), the model's splits stand.
-// Measured on an H200, G = 1 to 8 of each shape in one process. 84 shapes of 1-8 heads of
-// 1k-16k rows, causal or not: the geomean over the best G's time 1.057 -> 1.013 at d=128 (worst
-// 1.98 -> 1.34) and 1.070 -> 1.026 at d=64 (worst 1.60 -> 1.20), none slower; causal d=128
-// (1, 1 / 1, 6000) 70.5 -> 35.5-35.8 us (G = 5), (1, 2 / 2, 3000) 40.2 -> 28.1-29.3,
-// (1, 2 / 2, 4096) 51.6 -> 36.5, (1, 3 / 3, 8192) 125.8 -> 100.5 (G = 2 -> 1); d=64
-// (1, 2 / 2, 4096) 45.8 -> 29.0. On 21 shapes held out (GQA groups, batches of 2 and 3,
-// queries against twice their keys, odd lengths) 10 ran 1.02-1.97x faster ((1, 1 / 1, 5000)
-// causal d=64 51.1 -> 25.9 us), the others kept their G. Waits of 15-17.2 blocks at d=128 went
-// either way ((1, 3 / 3, 3000) 1.12x split, (1, 4 / 4, 3000) 0.94x, (1, 5 / 1, 2048, 4096)
-// 0.87x), hence 18; at d=64, whose blocks cost less, 11.
+// key blocks part into G pieces. The split pays where the longest ends at least
+// hopper_prefill_split_slack_blocks after the SMs' even share of the key blocks and at least
+// kHopperPrefillSplitMinWaitPct of it (hopper_prefill_split_pays); under that the pieces' own
+// costs (their starts, fp32 partials, the combine) outweigh the wait. Then G = the longest over
+// that share (a share of at least kHopperPrefillSplitMinShareBlocks), at most
+// kHopperPrefillMaxSplits. The plan takes this G where the split model's stays 1 and where it
+// declines the model's split (hopper_prefill_declines_split); causal calls whose tiles reach
+// the SM count run unsplit where the split does not pay, else at the model's G; on fewer
+// tiles, and without the mask on more (whose last wave the model weighs), the model's G stands.
+// Measured on an H200, G = 1 to 8 of each shape in one process, against the model's G:
+// - 84 shapes of 1-8 heads of 1k-16k rows, causal or not (the slacks: waits of 15-17.2 blocks
+//   at d=128 went either way, (1, 3 / 3, 3000) 1.12x split, (1, 4 / 4, 3000) 0.94x; d=64's
+//   blocks cost less): the geomean over the best G's time 1.061 -> 1.018, none slower; causal
+//   d=128 (1, 1 / 1, 6000) 70.5 -> 35.5-35.8 us (G = 5), (1, 2 / 2, 4096) 51.6 -> 36.5,
+//   (1, 3 / 3, 8192) 125.8 -> 100.5 (G = 2 -> 1); d=64 (1, 2 / 2, 4096) 45.8 -> 29.0.
+// - 21 shapes held out (GQA groups, batches of 2 and 3, queries against twice their keys, odd
+//   lengths): 1.180 -> 1.058, 10 faster by 1.02-1.97x, none slower.
+// - 22 drawn at random among few-head shapes whose G this moves (1,544 drawn, up to 12 units):
+//   1.215 -> 1.024, none slower. They set the 125%: on causal grids of as many tiles as SMs
+//   the model's splits lost where the longest ended 1.01-1.22x the share (1.26x: 4% slower)
+//   and won at 1.33x and 1.83x.
+// - 24 more drawn the same way, held out: 1.18x faster in geomean, 17 faster (up to 1.68x), 2
+//   slower ((3, 2 / 2, 1500, 4500) causal d=128 0.91x, (3, 2 / 1, 1500, 2250) d=64 0.95x).
 constexpr int kHopperPrefillSplitMinShareBlocks = 4;
 constexpr int kHopperPrefillMaxSplits = 8;
+constexpr int kHopperPrefillSplitMinWaitPct = 125;
 constexpr double hopper_prefill_split_slack_blocks(int head_dim) {
   return head_dim <= 64 ? 11.0 : 18.0;
 }
 constexpr bool hopper_prefill_splits_apply(int head_dim, long long sq, long long sk) {
   return (head_dim == 64 || head_dim == 128) && 4 * sq > sk && sq > kHopperBaseRows;
 }
-inline int hopper_prefill_splits(long long units, long long sq, long long sk, bool causal,
-                                 int head_dim, int sm_count) {
+// When the longest unsplit tile ends and the SMs' even share of the key blocks, in key blocks
+// of one tile.
+struct PrefillWait {
+  double longest = 0.0, share = 0.0;
+};
+inline PrefillWait hopper_prefill_wait(long long units, long long sq, long long sk, bool causal,
+                                       int sm_count) {
   const long long query_tiles = (sq + kHopperBaseRows - 1) / kHopperBaseRows;
   const long long key_blocks = (sk + kHopperBlockN - 1) / kHopperBlockN;
-  if (units <= 0 || sm_count <= 0) return 1;
-  double longest = static_cast<double>(key_blocks), total = 0.0;  // in key blocks of a tile
+  PrefillWait w;
+  if (units <= 0 || sm_count <= 0) return w;
+  double total = 0.0;
   if (causal) {
-    longest = causal_longest_first_time(units, sq, sk, kHopperBaseRows, kHopperBlockN, 100,
-                                        sm_count) / kHopperBaseRows;
+    w.longest = causal_longest_first_time(units, sq, sk, kHopperBaseRows, kHopperBlockN, 100,
+                                          sm_count) / kHopperBaseRows;
     for (long long m = 0; m < query_tiles; ++m)
       total += causal_tile_cost(m, sq, sk, kHopperBaseRows, kHopperBlockN, 100) /
                kHopperBaseRows * static_cast<double>(units);
   } else {
-    longest *= static_cast<double>((units * query_tiles + sm_count - 1) / sm_count);
+    const long long waves = (units * query_tiles + sm_count - 1) / sm_count;
+    w.longest = static_cast<double>(key_blocks * waves);
     total = static_cast<double>(units * query_tiles * key_blocks);
   }
-  const double share = total / sm_count;
-  if (longest - share < hopper_prefill_split_slack_blocks(head_dim)) return 1;
-  const double g = longest / (share > kHopperPrefillSplitMinShareBlocks
-                                  ? share
-                                  : static_cast<double>(kHopperPrefillSplitMinShareBlocks));
+  w.share = total / sm_count;
+  return w;
+}
+inline bool hopper_prefill_split_pays(const PrefillWait& w, int head_dim) {
+  return w.longest - w.share >= hopper_prefill_split_slack_blocks(head_dim) &&
+         w.longest * 100 >= w.share * kHopperPrefillSplitMinWaitPct;
+}
+inline int hopper_prefill_splits(long long units, long long sq, long long sk, bool causal,
+                                 int head_dim, int sm_count) {
+  const PrefillWait w = hopper_prefill_wait(units, sq, sk, causal, sm_count);
+  if (!hopper_prefill_split_pays(w, head_dim)) return 1;
+  const double g = w.longest / (w.share > kHopperPrefillSplitMinShareBlocks
+                                    ? w.share
+                                    : static_cast<double>(kHopperPrefillSplitMinShareBlocks));
   if (g >= kHopperPrefillMaxSplits) return kHopperPrefillMaxSplits;
   return g < 1.0 ? 1 : static_cast<int>(g);
 }

@@ -79,15 +79,22 @@ int resolve_splits_for(KernelFamily family, const AttnProblem& p, const DeviceIn
                                     device.sm_count);
   const int model_g =
       g <= 1 || declined ? 1 : hopper_modelled_splits(p, device, g, modelled, unsplit, constants);
-  // Dense prefill at d=64 and 128: the split model's G stands where it splits a grid of fewer
-  // tiles than SMs, or without the mask (hopper_prefill_splits).
+  // Dense prefill at d=64 and 128 (hopper_prefill_splits): the plan's G where the model's is 1
+  // or declined; causal grids of as many tiles as SMs split only where the wait pays.
   const long long units = p.b * p.h;
   const long long tiles = units * ceil_div(p.sq, kHopperBaseRows);
-  if (!p.per_sequence && !unsplit.packs_heads && value_head_dim(p) == p.d &&
-      hopper_prefill_splits_apply(static_cast<int>(p.d), p.sq, p.sk) &&
-      (model_g <= 1 || declined || (p.causal && tiles >= device.sm_count))) {
-    return hopper_prefill_splits(units, p.sq, p.sk, p.causal, static_cast<int>(p.d),
-                                 device.sm_count);
+  const int d = static_cast<int>(p.d);
+  if (p.per_sequence || unsplit.packs_heads || value_head_dim(p) != p.d ||
+      !hopper_prefill_splits_apply(d, p.sq, p.sk)) {
+    return model_g;
+  }
+  if (model_g <= 1 || declined) {
+    return hopper_prefill_splits(units, p.sq, p.sk, p.causal, d, device.sm_count);
+  }
+  if (p.causal && tiles >= device.sm_count &&
+      !hopper_prefill_split_pays(
+          hopper_prefill_wait(units, p.sq, p.sk, p.causal, device.sm_count), d)) {
+    return 1;
   }
   return model_g;
 }

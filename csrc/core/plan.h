@@ -104,8 +104,9 @@ SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& dev
 // (tail_split_time_share), is no more than the split's on its own tiles. On the Hopper tiles
 // the plan declines the heuristic's splits of prefill grids that fill a quarter of the SMs
 // (hopper_prefill_declines_split), and at d=64 and 128 chooses the G of dense prefill itself
-// where the heuristic's stays 1, is declined, or splits causal tiles as many as the SMs
-// (hopper_prefill_splits). Every modelled time, the heuristic's and this comparison's, uses
+// where the heuristic's stays 1 or is declined (hopper_prefill_splits), and runs causal grids of
+// as many tiles as SMs unsplit where the wait for their longest tile does not pay a split
+// (hopper_prefill_split_pays). Every modelled time, the heuristic's and this comparison's, uses
 // `constants` (the tuner varies them).
 int resolve_splits_for(KernelFamily family, const AttnProblem& problem, const DeviceInfo& device,
                        int requested,

@@ -284,6 +284,11 @@ TEST(Plan, FewHeadPrefillSplitsWhereTheLongestTileLeavesSmsWaiting) {
   EXPECT_EQ(hopper_prefill_splits(3, 8192, 8192, true, 128, 132), 1);
   EXPECT_EQ(hopper_prefill_splits(4, 3000, 3000, true, 128, 132), 1);
   EXPECT_EQ(hopper_prefill_splits(6, 2048, 2048, true, 64, 132), 1);
+  // Long causal tiles of several waves even out drawn longest first: a wait of 70 blocks, but
+  // 1.15x the share. One wave and ten tiles more: 38 blocks, 1.33x, though G stays 1 there.
+  EXPECT_FALSE(hopper_prefill_split_pays(hopper_prefill_wait(8, 7000, 21000, true, 132), 128));
+  EXPECT_TRUE(hopper_prefill_split_pays(hopper_prefill_wait(2, 9000, 18000, true, 132), 64));
+  EXPECT_EQ(hopper_prefill_splits(2, 9000, 18000, true, 64, 132), 1);
   // The plan: the model's G = 2 of 192 causal tiles gives way to 1, its declined or unsplit
   // choices to hopper_prefill_splits; a requested G, d=96 and fewer tiles keep theirs.
   const auto splits = [](int64_t h, int64_t sq, int64_t d, bool causal, int requested) {
@@ -296,6 +301,11 @@ TEST(Plan, FewHeadPrefillSplitsWhereTheLongestTileLeavesSmsWaiting) {
   EXPECT_EQ(splits(2, 4096, 128, true, 0), 4);
   EXPECT_EQ(splits(1, 6000, 128, true, 0), 5);
   EXPECT_EQ(splits(2, 4096, 96, true, 0), 1);
+  // 142 causal tiles whose split pays keep the model's G.
+  EXPECT_GT(make_launch_plan(problem(2, 1, 1, 9000, 18000, 64, true), h100(),
+                             hopper_build_every_head_dim(), PlanOptions{}, 0)
+                .num_splits,
+            1);
   EXPECT_EQ(splits(1, 2048, 128, true, 0),
             resolve_num_splits(0, problem(1, 1, 1, 2048, 2048, 128, true), h100(),
                                tiles_for(KernelFamily::kHopperWgmma,
