@@ -93,7 +93,7 @@ def dense_call(rng, gen, dtype, d, dv, h, hk):
     assert_within_tolerance(lse, high[1], low[1], dtype, what + " lse")
 
 
-def varlen_call(rng, gen, dtype, d, h, hk):
+def varlen_call(rng, dtype, d, h, hk):
     b = rng.randint(1, 6)
     q_lens = [0 if rng.random() < 0.15 else draw_length(rng, 1200) for _ in range(b)]
     k_lens = [0 if rng.random() < 0.1 else draw_length(rng, 2500) for _ in range(b)]
@@ -164,6 +164,6 @@ def test_random_call_matches_the_reference(family, case):
     if kind == "dense":
         dense_call(rng, gen, dtype, d, dv, h, hk)
     elif kind == "varlen":
-        varlen_call(rng, gen, dtype, d, h, hk)
+        varlen_call(rng, dtype, d, h, hk)
     else:
         kvcache_call(rng, gen, dtype, d, h, hk)
