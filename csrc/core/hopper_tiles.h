@@ -291,19 +291,16 @@ inline PrefillWait hopper_prefill_wait(long long units, long long sq, long long 
   const long long key_blocks = (sk + kHopperBlockN - 1) / kHopperBlockN;
   PrefillWait w;
   if (units <= 0 || sm_count <= 0) return w;
-  double total = 0.0;
   if (causal) {
     w.longest = causal_longest_first_time(units, sq, sk, kHopperBaseRows, kHopperBlockN, 100,
                                           sm_count) / kHopperBaseRows;
-    for (long long m = 0; m < query_tiles; ++m)
-      total += causal_tile_cost(m, sq, sk, kHopperBaseRows, kHopperBlockN, 100) /
-               kHopperBaseRows * static_cast<double>(units);
+    w.share = causal_even_share_time(units, sq, sk, kHopperBaseRows, kHopperBlockN, 100,
+                                     sm_count) / kHopperBaseRows;
   } else {
     const long long waves = (units * query_tiles + sm_count - 1) / sm_count;
     w.longest = static_cast<double>(key_blocks * waves);
-    total = static_cast<double>(units * query_tiles * key_blocks);
+    w.share = static_cast<double>(units * query_tiles * key_blocks) / sm_count;
   }
-  w.share = total / sm_count;
   return w;
 }
 inline bool hopper_prefill_split_pays(const PrefillWait& w, int head_dim) {

@@ -60,6 +60,16 @@ constexpr double causal_tile_cost(long long m, long long sq, long long sk, int b
                                         static_cast<int>(sk), block_n, true);
   return static_cast<double>(block_m) * row_pct / 100.0 * blocks * block_n / 128.0;
 }
+// The SMs' even share of those tiles' cost: the total over the SMs.
+constexpr double causal_even_share_time(long long units, long long sq, long long sk,
+                                        int block_m, int block_n, int row_pct, int sm_count) {
+  const long long m_blocks = (sq + block_m - 1) / block_m;
+  if (units <= 0 || sm_count <= 0) return 0.0;
+  double total = 0.0;
+  for (long long m = 0; m < m_blocks; ++m)
+    total += causal_tile_cost(m, sq, sk, block_m, block_n, row_pct) * static_cast<double>(units);
+  return total / sm_count;
+}
 constexpr double causal_longest_first_time(long long units, long long sq, long long sk,
                                            int block_m, int block_n, int row_pct,
                                            int sm_count) {
@@ -69,9 +79,7 @@ constexpr double causal_longest_first_time(long long units, long long sq, long l
   };
   if (units <= 0 || sm_count <= 0) return 0.0;
   if (units * m_blocks > kCausalModelMaxTiles || sm_count > kCausalModelMaxSms) {
-    double total = 0.0;
-    for (long long m = 0; m < m_blocks; ++m) total += cost(m) * static_cast<double>(units);
-    return total / sm_count;
+    return causal_even_share_time(units, sq, sk, block_m, block_n, row_pct, sm_count);
   }
   // The SMs' finishing times as a min-heap; each tile, longest first, goes to the first free.
   double ends[kCausalModelMaxSms] = {};
