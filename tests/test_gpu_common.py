@@ -88,6 +88,15 @@ def full_fp32_matmuls():
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
+@pytest.fixture(params=["as_shipped", "portable"])
+def family(request, monkeypatch):
+    """The kernels a test runs on: as the build chooses them, or the portable ones (the Hopper
+    kernels disabled with FLASHSPLIT_DISABLE_HOPPER=1)."""
+    if request.param == "portable":
+        monkeypatch.setenv("FLASHSPLIT_DISABLE_HOPPER", "1")
+    return request.param
+
+
 def generator_for(request):
     """A CUDA generator seeded from the test's id: fresh random data per test, reproducible."""
     gen = torch.Generator(device="cuda")

@@ -7,10 +7,10 @@ split, and beside calls of the same shape with v of 192); varlen and paged kv ca
 import pytest
 import torch
 
-from test_gpu_common import (  # noqa: F401 (full_fp32_matmuls applies as an autouse fixture)
+from test_gpu_common import (  # noqa: F401 (fixtures: full_fp32_matmuls, autouse; family)
     BUILD_INFO, DTYPE_IDS, DTYPES, PORTABLE, assert_matches_reference, assert_native,
-    assert_out_close, fs_forward, full_fp32_matmuls, generator_for, rand_qkv, references,
-    requires_hopper, requires_native)
+    assert_out_close, family, fs_forward, full_fp32_matmuls, generator_for, rand_qkv,
+    references, requires_hopper, requires_native)
 
 import flashsplit  # noqa: E402
 from sequence_cases import assert_varlen_matches, to_pages, varlen_inputs  # noqa: E402
@@ -21,11 +21,6 @@ HEAD_DIMS = (96, 192, 256)
 SHAPES = [(1, 1), (1, 9000), (4, 4000), (113, 203), (700, 900), (2048, 2048), (300, 100)]
 HEADS = {"mha": (4, 4), "gqa": (8, 2), "mqa": (4, 1)}
 SPLITS = (1, 3, 0)
-@pytest.fixture(params=["as_shipped", "portable"])
-def family(request, monkeypatch):
-    if request.param == "portable":
-        monkeypatch.setenv("FLASHSPLIT_DISABLE_HOPPER", "1")
-    return request.param
 
 
 def test_the_build_has_every_head_dim():

@@ -17,11 +17,12 @@ import random
 import pytest
 import torch
 
-from test_gpu_common import requires_native
+from test_gpu_common import family, requires_native  # noqa: F401 (family: a fixture)
 
 import flashsplit  # noqa: E402
 from accuracy import assert_within_tolerance, naive_pair  # noqa: E402
-from sequence_cases import POISON, assert_varlen_matches, to_pages, varlen_inputs  # noqa: E402
+from sequence_cases import (  # noqa: E402
+    POISON, assert_varlen_matches, randn, to_pages, varlen_inputs)
 
 pytestmark = [pytest.mark.gpu, requires_native]
 
@@ -34,13 +35,6 @@ PAGE_SIZES = [0, 0, 1, 8, 16, 24, 64, 100, 128, 256]  # 0: a contiguous cache
 # The largest (batch x heads x queries x keys) a dense case draws: the fp64 reference holds
 # a few score matrices of that many entries.
 MOST_SCORES = 2e8
-
-
-@pytest.fixture(params=["as_shipped", "portable"])
-def family(request, monkeypatch):
-    if request.param == "portable":
-        monkeypatch.setenv("FLASHSPLIT_DISABLE_HOPPER", "1")
-    return request.param
 
 
 def draw_length(rng, most):
@@ -70,10 +64,6 @@ def reference_options(options):
     return {k: v for k, v in options.items() if k != "num_splits"}
 
 
-def randn(gen, dtype, *shape):
-    return torch.randn(*shape, generator=gen).to("cuda", dtype)
-
-
 def dense_call(rng, gen, dtype, d, dv, h, hk):
     b, sq, sk = rng.randint(1, 3), draw_length(rng, 1500), draw_length(rng, 3000)
     if rng.random() < 0.25:
@@ -83,9 +73,9 @@ def dense_call(rng, gen, dtype, d, dv, h, hk):
     while b * h * sq * sk > MOST_SCORES:
         sq, sk = max(1, sq // 2), max(1, sk * 3 // 4)
     options = draw_options(rng)
-    q = randn(gen, dtype, b, sq, h, d)
-    k = randn(gen, dtype, b, sk, hk, d)
-    v = randn(gen, dtype, b, sk, hk, dv)
+    q = randn((b, sq, h, d), dtype, "cuda", gen)
+    k = randn((b, sk, hk, d), dtype, "cuda", gen)
+    v = randn((b, sk, hk, dv), dtype, "cuda", gen)
     what = f"flash_attn_func b={b} sq={sq} sk={sk} h={h}/{hk} d={d} dv={dv} {dtype} {options}"
     out, lse, _ = flashsplit.flash_attn_func(q, k, v, return_attn_probs=True, **options)
     high, low = naive_pair(q, k, v, **reference_options(options))
@@ -115,10 +105,11 @@ def kvcache_call(rng, gen, dtype, d, h, hk):
     lens = [rng.randint(0, s - new) for _ in range(b)]
     page = rng.choice(PAGE_SIZES)
     options = draw_options(rng, softcap=False)
-    q = randn(gen, dtype, b, sq, h, d)
-    k_new, v_new = (randn(gen, dtype, b, new, hk, d) if new else None for _ in range(2))
-    keys = [randn(gen, dtype, n + new, hk, d) for n in lens]
-    values = [randn(gen, dtype, n + new, hk, d) for n in lens]
+    q = randn((b, sq, h, d), dtype, "cuda", gen)
+    k_new, v_new = (randn((b, new, hk, d), dtype, "cuda", gen) if new else None
+                    for _ in range(2))
+    keys = [randn((n + new, hk, d), dtype, "cuda", gen) for n in lens]
+    values = [randn((n + new, hk, d), dtype, "cuda", gen) for n in lens]
     if new:
         for i, n in enumerate(lens):
             keys[i][n:], values[i][n:] = k_new[i], v_new[i]
