@@ -45,12 +45,17 @@ def grid(name):
         "tall-d64": (4, 36, 36, 700, 2200, 64),
         # 192-row tiles at d=128 (three consumers of 160 registers: the fold goes in passes).
         "tall-d128": (1, 16, 16, 2304, 2200, 128),
+        # 192-row tiles at d=96 over 144-key blocks, the last query tile part-padded and the last
+        # key block part-masked (2200 = 15 * 144 + 40).
+        "tall-d96": (4, 36, 36, 700, 2200, 96),
+        # The same over 35 key blocks a tile, one block per tile.
+        "tall-long-d96": (1, 16, 16, 2304, 5000, 96),
     }
     return cases[name]
 
 
 CASES = ["one-left-d128", "few-left-d64", "half-left-long-d128", "gqa-d64", "tall-d64",
-         "tall-d128"]
+         "tall-d128", "tall-d96", "tall-long-d96"]
 
 
 def assert_tail_on(q, k, v, what):
@@ -80,7 +85,8 @@ def test_tail_split_matches_reference_over_poisoned_memory(request, dtype, case,
     assert_matches_reference(out, lse, q, k, refs, False, what)
 
 
-@pytest.mark.parametrize("case", ["one-left-d128", "half-left-long-d128", "tall-d64", "tall-d128"])
+@pytest.mark.parametrize("case", ["one-left-d128", "half-left-long-d128", "tall-d64", "tall-d128",
+                                  "tall-d96"])
 def test_tail_split_is_bitwise_reproducible(request, case):
     """The last piece folds the parts in part order, so the bits do not depend on which piece
     finished last."""

@@ -24,10 +24,12 @@
 namespace flashsplit {
 
 // The calls that may take a tail split: unsplit, without a causal mask, on tiles of 128-key
-// blocks (kHopperBlockN: the overhead below was measured in them; the wide tiles' 64-key blocks
-// run without it). The plan asks this (tail_split_for_run).
+// blocks (kHopperBlockN: the overhead below was measured in them) and d=96's 192-row tiles of
+// 144-key blocks (measured +0.8-1.1% at 8k keys, +1-2% at 16k, +2.2-3% at 32k); the wide tiles'
+// 64-key blocks and the 112- and 80-key blocks of d=192 and 256 run without it. The plan asks
+// this (tail_split_for_run).
 constexpr bool tail_split_applies(bool causal, bool split, int block_n) {
-  return !causal && !split && block_n == kHopperBlockN;
+  return !causal && !split && (block_n == kHopperBlockN || block_n == hopper_tall_block_n(96));
 }
 
 // What a piece costs beyond its key blocks (a Q load, an epilogue, the partial's write, the

@@ -94,17 +94,24 @@ TEST(Plan, TheTailSplitCanBeSwitchedOff) {
   EXPECT_EQ(plan.tail_grid.x, 0);
 }
 
-TEST(Plan, TallD96TilesWalk144KeyBlocksWithoutATailSplit) {
-  // d=96's 192-row tiles walk 144-key blocks; the tail split's pieces are of 128-key blocks, so
-  // those calls run without it. Its 128-row tiles keep 128-key blocks.
+TEST(Plan, TallD96TilesWalk144KeyBlocksAndTheirTailSplitsToo) {
+  // d=96's 192-row tiles walk 144-key blocks, and the pieces of their tail split are of those
+  // blocks: 2 x 21 heads of 8192 rows are 1806 tiles, 13 rounds on 132 SMs and 90 tiles of 57
+  // key blocks, which go to every SM. At 4096 rows the 1848 tiles are 14 whole rounds. Its
+  // 128-row tiles keep 128-key blocks.
   const BuildInfo build = hopper_build_every_head_dim();
   const auto plan_d96 = [&](const AttnProblem& p, int splits) {
     return make_launch_plan(p, h100(), build, PlanOptions{}, splits);
   };
-  const LaunchPlan tall = plan_d96(problem(4, 21, 21, 4096, 4096, 96, false), 1);
+  const LaunchPlan tall = plan_d96(problem(2, 21, 21, 8192, 8192, 96, false), 1);
   ASSERT_EQ(tall.tiles.block_m, kHopperTallRows) << tall.gate.reason;
   EXPECT_EQ(tall.tiles.block_n, 144);
-  EXPECT_FALSE(tall.tail.active());
+  ASSERT_TRUE(tall.tail.active());
+  EXPECT_EQ(tall.tail.key_blocks, 57);
+  EXPECT_EQ(tall.tail.tail_tiles, 90);
+  EXPECT_EQ(tall.tail.main_tiles, 13 * 132);
+  EXPECT_EQ(tall.tail_grid.x, 132);
+  EXPECT_FALSE(plan_d96(problem(4, 21, 21, 4096, 4096, 96, false), 1).tail.active());
   const LaunchPlan split = plan_d96(problem(1, 4, 4, 4096, 4096, 96, false), 4);
   ASSERT_EQ(split.tiles.block_m, kHopperBaseRows);
   EXPECT_EQ(split.tiles.block_n, kHopperBlockN);

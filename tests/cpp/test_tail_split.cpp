@@ -98,11 +98,13 @@ TEST(TailSplit, FewTailTilesAreCutIntoManyParts) {
   EXPECT_FALSE(plan_tail_split(133, 8, 132).active()) << "8 blocks: 4 + 6 against 8";
 }
 
-TEST(TailSplit, AppliesToUnsplitUnmaskedCallsOf128KeyBlocks) {
+TEST(TailSplit, AppliesToUnsplitUnmaskedCallsOf128And144KeyBlocks) {
   EXPECT_TRUE(tail_split_applies(false, false, 128));
+  EXPECT_TRUE(tail_split_applies(false, false, 144)) << "d=96's tall tiles";
   EXPECT_FALSE(tail_split_applies(true, false, 128)) << "tiles of unequal work";
-  EXPECT_FALSE(tail_split_applies(false, true, 128)) << "split calls";
+  EXPECT_FALSE(tail_split_applies(false, true, 144)) << "split calls";
   EXPECT_FALSE(tail_split_applies(false, false, 64)) << "the wide tiles' 64-key blocks";
+  EXPECT_FALSE(tail_split_applies(false, false, 112)) << "the d=192 ping-pong tiles' blocks";
 }
 
 TEST(TailSplit, StaysOffWhereItCannotPay) {
