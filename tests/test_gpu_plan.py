@@ -20,6 +20,7 @@ from flashsplit import _native  # noqa: E402
 SHAPES = [
     (5, 16, 16, 2048, 2048, 96, False, 0, "192-row tiles, rotated rounds"),
     (4, 16, 16, 4096, 4096, 128, False, 0, "tail split"),
+    (2, 21, 21, 8192, 8192, 96, False, 1, "long 144-key tiles persistent, tail split"),
     (32, 32, 32, 512, 512, 64, False, 1, "256-row tiles"),
     (16, 16, 16, 1024, 1024, 128, True, 0, "ping-pong tiles carrying S"),
     (4, 32, 32, 4096, 4096, 64, True, 1, "causal tiles drawn from a counter in groups"),

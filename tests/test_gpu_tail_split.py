@@ -29,14 +29,14 @@ SMS = torch.cuda.get_device_properties(0).multi_processor_count
 
 def grid(name):
     """(b, h, hk, sq, sk, d) with more tiles than SMs and a last round the tail split takes;
-    sk sets the key blocks per tile and whether the kernel is persistent (<= 4096 keys) or runs
-    one block per tile. Most use 128-row query tiles of sq = 128, one per head."""
+    sk sets the key blocks per tile (the main kernel, unmasked and unsplit, is persistent at any
+    length). Most use 128-row query tiles of sq = 128, one per head."""
     cases = {
-        # One tile left: its 64 key blocks go to 16 SMs, 4 each (16 parts); one block per tile.
+        # One tile left: its 64 key blocks go to 16 SMs, 4 each (16 parts).
         "one-left-d128": (1, SMS + 1, SMS + 1, 128, 8192, 128),
         # 9 tiles left over 17 key blocks (the last one part-masked), 38 chunks of 4-5.
         "few-left-d64": (1, SMS + 9, SMS + 9, 128, 2100, 64),
-        # About half a round left, one block per tile (65 key blocks per tile).
+        # About half a round left, 65 key blocks per tile.
         "half-left-long-d128": (1, SMS + SMS // 2 + 3, SMS + SMS // 2 + 3, 128, 8200, 128),
         # GQA: two query heads per k/v head, 1.7 rounds of tiles.
         "gqa-d64": (1, 2 * (SMS // 3 + 1) + 2 * SMS // 2, (SMS // 3 + 1) + SMS // 2, 128, 4000,
@@ -48,7 +48,7 @@ def grid(name):
         # 192-row tiles at d=96 over 144-key blocks, the last query tile part-padded and the last
         # key block part-masked (2200 = 15 * 144 + 40).
         "tall-d96": (4, 36, 36, 700, 2200, 96),
-        # The same over 35 key blocks a tile, one block per tile.
+        # The same over 35 key blocks a tile.
         "tall-long-d96": (1, 16, 16, 2304, 5000, 96),
     }
     return cases[name]

@@ -219,9 +219,10 @@ void plan_hopper_walk(const AttnProblem& p, const DeviceInfo& device, const Plan
   plan.running_max = takes_running_max_for_run(plan.gate.family, p, plan.tiles, plan.num_splits);
   plan.tile_counter = draws_tiles_from_counter(plan.gate.family, p, plan.tiles, plan.num_splits,
                                                device.sm_count);
-  plan.persistent = device.sm_count > 0 && (hopper_persistent(p.sk) ||
-                                             hopper_persistent_chunk(p.sq, p.sk, p.causal) ||
-                                             plan.tile_counter);
+  plan.persistent =
+      device.sm_count > 0 &&
+      (hopper_persistent(p.sk) || hopper_persistent_chunk(p.sq, p.sk, p.causal) ||
+       hopper_persistent_unmasked(p.causal, plan.num_splits, p.per_sequence) || plan.tile_counter);
   if (options.allow_tail_split) {
     plan.tail = tail_split_for_run(plan.gate.family, p, plan.tiles, device.sm_count,
                                    plan.num_splits);

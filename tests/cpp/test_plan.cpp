@@ -61,7 +61,8 @@ TEST(Plan, HopperFieldsAreTheRulesAnswers) {
           EXPECT_EQ(plan.tiles.block_n, tiles.block_n);
           const bool drawn = draws_tiles_from_counter(plan.gate.family, p, tiles, g, 132);
           EXPECT_EQ(plan.tile_counter, drawn);
-          EXPECT_EQ(plan.persistent, hopper_persistent(p.sk) || drawn);
+          EXPECT_EQ(plan.persistent, hopper_persistent(p.sk) ||
+                                         hopper_persistent_unmasked(p.causal, g, false) || drawn);
           EXPECT_EQ(plan.carry, carry_across_tiles_for_run(plan.gate.family, p, tiles, drawn));
           EXPECT_EQ(plan.rotate_rounds, rotates_rounds_for_run(plan.gate.family, p, tiles, g));
           EXPECT_EQ(plan.running_max,
@@ -158,13 +159,41 @@ TEST(Plan, LongCausalCallsChooseTheirHeightByTheirLongestFirstTime) {
 
 TEST(Plan, ChunkedPrefillRunsPersistentAtAnyLength) {
   // A chunk of 1024 queries against 6000 keys (47 key blocks) runs its 128-row tiles
-  // persistent; the chunk without the mask launches a block per tile.
+  // persistent, in the static walk.
   const LaunchPlan chunk = plan_of(problem(4, 40, 8, 1024, 6000, 128, true), 1);
   ASSERT_EQ(chunk.tiles.block_m, kHopperBaseRows);
   EXPECT_TRUE(chunk.persistent);
+  EXPECT_FALSE(chunk.tile_counter);
   EXPECT_EQ(chunk.forward_grid.x, 132);
   EXPECT_FALSE(chunk.carry);
-  EXPECT_FALSE(plan_of(problem(4, 40, 8, 1024, 6000, 128, false), 1).persistent);
+}
+
+TEST(Plan, UnsplitCallsWithoutTheMaskRunPersistentAtAnyLength) {
+  // Tiles of equal work over more than 32 key blocks: one block per SM walks them, also where
+  // a tail split takes their last round. Split calls and sequences of their own lengths launch
+  // a block per tile, and long causal calls do where they do not draw from the counter.
+  for (int d : {64, 96, 128, 192, 256}) {
+    SCOPED_TRACE("d=" + std::to_string(d));
+    const AttnProblem p = problem(2, 2048 / d, 2048 / d, 8192, 8192, d, false);
+    const LaunchPlan plan = make_launch_plan(p, h100(), hopper_build_every_head_dim(), {}, 1);
+    ASSERT_EQ(plan.gate.family, KernelFamily::kHopperWgmma) << plan.gate.reason;
+    ASSERT_FALSE(hopper_persistent(p.sk));
+    EXPECT_TRUE(plan.persistent);
+    EXPECT_EQ(plan.forward_grid.x, 132);
+  }
+  const LaunchPlan tail = plan_of(problem(2, 16, 16, 8192, 8192, 128, false), 1);
+  ASSERT_TRUE(tail.tail.active());
+  EXPECT_TRUE(tail.persistent);
+  EXPECT_EQ(tail.forward_grid.x, 132);
+  EXPECT_EQ(tail.tail_grid.x, tail.tail.chunks);
+  const LaunchPlan split = plan_of(problem(1, 4, 4, 8192, 8192, 128, false), 3);
+  ASSERT_EQ(split.num_splits, 3);
+  EXPECT_FALSE(split.persistent);
+  for (int d : {64, 96, 128}) {
+    const LaunchPlan causal = plan_of(problem(2, 2048 / d, 2048 / d, 8192, 8192, d, true), 1);
+    EXPECT_EQ(causal.persistent, causal.tile_counter) << "d=" << d;
+  }
+  EXPECT_FALSE(hopper_persistent_unmasked(false, 1, true)) << "sequences";
 }
 
 TEST(Plan, CausalTilesSideBySideRunInKvGroups) {
