@@ -50,12 +50,17 @@ def grid(name):
         "tall-d96": (4, 36, 36, 700, 2200, 96),
         # The same over 35 key blocks a tile.
         "tall-long-d96": (1, 16, 16, 2304, 5000, 96),
+        # d=192's ping-pong tiles of 112-key blocks (5000 = 44 * 112 + 72), 2.2 rounds.
+        "d192": (1, 16, 16, 2304, 5000, 192),
+        # d=256's of 80-key blocks (4030 = 50 * 80 + 30), the last query tile part-padded; one
+        # round and 12 tiles in 11 parts each.
+        "d256": (1, 12, 12, 1500, 4030, 256),
     }
     return cases[name]
 
 
 CASES = ["one-left-d128", "few-left-d64", "half-left-long-d128", "gqa-d64", "tall-d64",
-         "tall-d128", "tall-d96", "tall-long-d96"]
+         "tall-d128", "tall-d96", "tall-long-d96", "d192", "d256"]
 
 
 def assert_tail_on(q, k, v, what):
@@ -86,7 +91,7 @@ def test_tail_split_matches_reference_over_poisoned_memory(request, dtype, case,
 
 
 @pytest.mark.parametrize("case", ["one-left-d128", "half-left-long-d128", "tall-d64", "tall-d128",
-                                  "tall-d96"])
+                                  "tall-d96", "d192", "d256"])
 def test_tail_split_is_bitwise_reproducible(request, case):
     """The last piece folds the parts in part order, so the bits do not depend on which piece
     finished last."""

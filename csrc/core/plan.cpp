@@ -58,7 +58,7 @@ int hopper_modelled_splits(const AttnProblem& p, const DeviceInfo& device, int g
                           hopper_row_cost_pct(d, modelled.block_m, p.causal, p.sk);
   const double unsplit_us = modelled_split_us(p, device, unsplit, 1, constants) *
                             hopper_row_cost_pct(d, unsplit.block_m, p.causal, p.sk) *
-                            tail_split_time_share(tail);
+                            tail_split_time_share(tail, tail_overhead_blocks(unsplit.block_n));
   return unsplit_us >= 0 && unsplit_us <= split_us ? 1 : g;
 }
 
@@ -108,7 +108,8 @@ TailSplit tail_split_for_run(KernelFamily family, const AttnProblem& p, const Ti
   const long long tiles_total = forward_blocks(p.b, p.sq, p.h, p.hk, tiles);
   const long long key_blocks = (p.sk + tiles.block_n - 1) / tiles.block_n;
   if (key_blocks >= (1LL << 30)) return TailSplit{};
-  return plan_tail_split(tiles_total, static_cast<int>(key_blocks), sm_count);
+  return plan_tail_split(tiles_total, static_cast<int>(key_blocks), sm_count,
+                         tail_overhead_blocks(tiles.block_n));
 }
 
 int key_warp_blocks_per_sm_for_run(KernelFamily family, const AttnProblem& p,

@@ -23,19 +23,25 @@
 
 namespace flashsplit {
 
-// The calls that may take a tail split: unsplit, without a causal mask, on tiles of 128-key
-// blocks (kHopperBlockN: the overhead below was measured in them) and d=96's 192-row tiles of
-// 144-key blocks (measured +0.8-1.1% at 8k keys, +1-2% at 16k, +2.2-3% at 32k); the wide tiles'
-// 64-key blocks and the 112- and 80-key blocks of d=192 and 256 run without it. The plan asks
-// this (tail_split_for_run).
+// The calls that may take a tail split: unsplit, without a causal mask, on any tiles but the
+// wide ones (their 64-key blocks, kHopperWideBlockN, run without it). Measured on and off: d=96's
+// 144-key blocks +0.8-1.1% at 8k keys, +1-2% at 16k, +2.2-3% at 32k; d=192's 112-key blocks
+// +0.5-0.9% at 8k, +1.9-2% at 16k, +2.8-2.9% at 32k; d=256's 80-key blocks even at 8k,
+// +1.6-1.9% at 16k, +1.9-3.7% at 32k (H200, alternated). The plan asks this
+// (tail_split_for_run).
 constexpr bool tail_split_applies(bool causal, bool split, int block_n) {
-  return !causal && !split && (block_n == kHopperBlockN || block_n == hopper_tall_block_n(96));
+  return !causal && !split && block_n != kHopperWideBlockN;
 }
 
 // What a piece costs beyond its key blocks (a Q load, an epilogue, the partial's write, the
 // arrival, the fold), in key blocks: measured against the tail run whole, 1024-16384 keys at
-// d=64 and 128.
+// d=64 and 128 (128-key blocks). The 112- and 80-key blocks of d=192 and 256, whose pieces load
+// and write more per key, are charged twice that: at 6, d=192 calls of 4096 keys took the split
+// and ran 0.6-1% slower with it.
 constexpr int kTailOverheadBlocks = 6;
+constexpr int tail_overhead_blocks(int block_n) {
+  return block_n >= kHopperBlockN ? kTailOverheadBlocks : 2 * kTailOverheadBlocks;
+}
 // Chunks hold at least this many key blocks: fewer, shorter pieces where the tail is small.
 constexpr int kTailMinChunkBlocks = 4;
 // A tail split must shorten the call by at least this share (per mille) of its modelled time.
@@ -94,8 +100,9 @@ FS_HOST_DEVICE inline TailPiece tail_piece(const TailSplit& t, int j, int half) 
 // The tail split of `tiles` tiles of `key_blocks` blocks each on `sm_count` SMs, or an inactive
 // one where it does not pay: no full round before it, a full last round, or a modelled gain
 // below kTailMinGainPerMille of the R + 1 rounds, the busiest chunk costing its blocks plus
-// kTailOverheadBlocks.
-inline TailSplit plan_tail_split(long long tiles, int key_blocks, int sm_count) {
+// `overhead` (tail_overhead_blocks).
+inline TailSplit plan_tail_split(long long tiles, int key_blocks, int sm_count,
+                                 int overhead = kTailOverheadBlocks) {
   TailSplit t;
   if (sm_count <= 0 || key_blocks <= 0 || tiles <= sm_count || tiles >= (1LL << 30)) return t;
   const long long rounds = tiles / sm_count, left = tiles % sm_count;
@@ -108,7 +115,7 @@ inline TailSplit plan_tail_split(long long tiles, int key_blocks, int sm_count) 
   if (chunks < 1) chunks = 1;
   const long long longest = (work + chunks - 1) / chunks;  // units of the busiest chunk
   // Saved: (nb - longest - overhead) / nb of one round out of rounds + 1.
-  if ((key_blocks - longest - kTailOverheadBlocks) * 1000 <
+  if ((key_blocks - longest - overhead) * 1000 <
       kTailMinGainPerMille * key_blocks * (rounds + 1)) {
     return t;
   }
@@ -126,13 +133,13 @@ inline TailSplit plan_tail_split(long long tiles, int key_blocks, int sm_count) 
 }
 
 // The modelled time of a call with tail split t as a share of the same call's time without it:
-// R rounds and the busiest chunk (its key blocks plus kTailOverheadBlocks) against R + 1
-// rounds. 1 for an inactive split.
-inline double tail_split_time_share(const TailSplit& t) {
+// R rounds and the busiest chunk (its key blocks plus `overhead`) against R + 1 rounds. 1 for an
+// inactive split.
+inline double tail_split_time_share(const TailSplit& t, int overhead = kTailOverheadBlocks) {
   if (!t.active()) return 1.0;
   const double rounds = static_cast<double>(t.main_tiles) / t.sm_count;
   const double longest = static_cast<double>((t.work() + t.chunks - 1) / t.chunks);
-  return (rounds + (longest + kTailOverheadBlocks) / t.key_blocks) / (rounds + 1.0);
+  return (rounds + (longest + overhead) / t.key_blocks) / (rounds + 1.0);
 }
 
 // Workspace of a tail split: per (tail tile, part, consumer warpgroup, warp) one record of

@@ -118,6 +118,26 @@ TEST(Plan, TallD96TilesWalk144KeyBlocksAndTheirTailSplitsToo) {
   EXPECT_EQ(split.tiles.block_n, kHopperBlockN);
 }
 
+TEST(Plan, LargeHeadDimTilesTakeTheTailSplitWhereItPaysForTheirPieces) {
+  // d=192's 128-row tiles of 112-key blocks: 2 x 10 heads of 8192 rows leave 92 of 1280 tiles
+  // after 9 rounds, which go to every SM; at 4096 rows the chunks save too little for the
+  // pieces. d=256's 80-key blocks from 16k rows.
+  const BuildInfo build = hopper_build_every_head_dim();
+  const auto plan = [&](const AttnProblem& p) {
+    return make_launch_plan(p, h100(), build, PlanOptions{}, 1);
+  };
+  const LaunchPlan d192 = plan(problem(2, 10, 10, 8192, 8192, 192, false));
+  ASSERT_EQ(d192.gate.family, KernelFamily::kHopperWgmma) << d192.gate.reason;
+  ASSERT_EQ(d192.tiles.block_n, 112);
+  EXPECT_TRUE(d192.tail.active());
+  EXPECT_EQ(d192.tail.tail_tiles, 92);
+  EXPECT_FALSE(plan(problem(4, 10, 10, 4096, 4096, 192, false)).tail.active());
+  const LaunchPlan d256 = plan(problem(1, 8, 8, 16384, 16384, 256, false));
+  ASSERT_EQ(d256.tiles.block_n, 80);
+  EXPECT_TRUE(d256.tail.active());
+  EXPECT_FALSE(plan(problem(1, 8, 8, 16384, 16384, 256, true)).tail.active()) << "causal";
+}
+
 TEST(Plan, LongCausalCallsChooseTheirHeightByTheirLongestFirstTime) {
   // 21 heads of 16384 rows at d=96: handed out longest first, tall tiles, which cost less per
   // row, end 4.5% earlier in the model, more than base tiles' 3% margin.

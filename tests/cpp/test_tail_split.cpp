@@ -98,13 +98,27 @@ TEST(TailSplit, FewTailTilesAreCutIntoManyParts) {
   EXPECT_FALSE(plan_tail_split(133, 8, 132).active()) << "8 blocks: 4 + 6 against 8";
 }
 
-TEST(TailSplit, AppliesToUnsplitUnmaskedCallsOf128And144KeyBlocks) {
-  EXPECT_TRUE(tail_split_applies(false, false, 128));
-  EXPECT_TRUE(tail_split_applies(false, false, 144)) << "d=96's tall tiles";
-  EXPECT_FALSE(tail_split_applies(true, false, 128)) << "tiles of unequal work";
-  EXPECT_FALSE(tail_split_applies(false, true, 144)) << "split calls";
-  EXPECT_FALSE(tail_split_applies(false, false, 64)) << "the wide tiles' 64-key blocks";
-  EXPECT_FALSE(tail_split_applies(false, false, 112)) << "the d=192 ping-pong tiles' blocks";
+TEST(TailSplit, AppliesToUnsplitUnmaskedCallsOnAllButTheWideTiles) {
+  for (int block_n : {128, 144, 112, 80}) {
+    EXPECT_TRUE(tail_split_applies(false, false, block_n)) << block_n;
+    EXPECT_FALSE(tail_split_applies(true, false, block_n)) << "tiles of unequal work";
+    EXPECT_FALSE(tail_split_applies(false, true, block_n)) << "split calls";
+  }
+  EXPECT_FALSE(tail_split_applies(false, false, kHopperWideBlockN)) << "the wide tiles";
+}
+
+TEST(TailSplit, PiecesOfTheLargeHeadDimsBlocksCostTwiceTheOverhead) {
+  EXPECT_EQ(tail_overhead_blocks(128), kTailOverheadBlocks);
+  EXPECT_EQ(tail_overhead_blocks(144), kTailOverheadBlocks);
+  EXPECT_EQ(tail_overhead_blocks(112), 2 * kTailOverheadBlocks);
+  EXPECT_EQ(tail_overhead_blocks(80), 2 * kTailOverheadBlocks);
+  // d=192 at 4096 keys: 1280 tiles of 37 blocks of 112 keys, 9 rounds and 92 tiles in chunks
+  // of 26 blocks: 11 blocks saved pays for 6 of overhead, not for 12.
+  EXPECT_TRUE(plan_tail_split(1280, 37, 132).active());
+  EXPECT_FALSE(plan_tail_split(1280, 37, 132, tail_overhead_blocks(112)).active());
+  EXPECT_TRUE(plan_tail_split(1280, 74, 132, tail_overhead_blocks(112)).active()) << "8192 keys";
+  const TailSplit t = plan_tail_split(1280, 74, 132, 12);
+  EXPECT_NEAR(tail_split_time_share(t, 12), (9.0 + (52.0 + 12.0) / 74.0) / 10.0, 1e-12);
 }
 
 TEST(TailSplit, StaysOffWhereItCannotPay) {
