@@ -4,8 +4,9 @@
 // query rows (a tile of 128, 192 or 256 rows of one query head, or of a GQA group's heads in
 // multi-token decode; 128-key blocks, 64 with four consumers), and works through tiles =
 // (query tile, split, batch * head, or batch * k/v head where they pack a group): one tile per
-// block, or, where tiles are short, one block per SM walking them (persistent; see
-// hopper_persistent in core/hopper_tiles.h). The parts, as in FlashAttention-3's Hopper forward:
+// block, or, where tiles are short or of equal work, one block per SM walking them (persistent;
+// see hopper_persistent in core/hopper_tiles.h). The parts, as in FlashAttention-3's Hopper
+// forward:
 //   tile_scheduler.cuh   which tile each slot of a block's walk runs (static rounds, the
 //                        grouped causal order drawn from a counter, the tail kernel's pieces)
 //   mainloop_load.cuh    the producer: TMA loads of Q, then K and V per key block into a ring

@@ -3,9 +3,9 @@
 //
 // A block walks the slots blockIdx.x, + gridDim.x, ... of a linear order of its launch's tiles
 // (query tile fastest, then split, then batch * head): one tile per block, or, where tiles are
-// short or drawn from a counter, one block per SM walking them (persistent; hopper_persistent
-// in core/hopper_tiles.h), so while the consumers finish one tile's last P V and epilogue the
-// producer already loads the next tile's Q, K and V. Three walks:
+// short, of equal work or drawn from a counter, one block per SM walking them (persistent;
+// hopper_persistent in core/hopper_tiles.h), so while the consumers finish one tile's last P V
+// and epilogue the producer already loads the next tile's Q, K and V. Three walks:
 //   - static rounds: slot k maps to a tile in snake order, or in rotated rounds (static_tile);
 //   - the grouped causal order (core/tile_order.h), drawn from a counter where the launch is
 //     persistent: the producer draws each tile and passes it to the consumers through the tile
