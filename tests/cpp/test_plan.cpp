@@ -35,6 +35,11 @@ LaunchPlan plan_of(const AttnProblem& p, long long requested = 0, PlanOptions op
   return make_launch_plan(p, h100(), hopper_build(), options, requested);
 }
 
+// The plan with the kernels of every head dim built (plan_of's build has d=64 and 128).
+LaunchPlan plan_every_head_dim(const AttnProblem& p, long long requested = 0) {
+  return make_launch_plan(p, h100(), hopper_build_every_head_dim(), {}, requested);
+}
+
 TEST(Plan, RefusedCallsPlanNothing) {
   AttnProblem p = problem(1, 4, 4, 64, 64, 64, false);
   p.on_gpu = false;
@@ -100,11 +105,7 @@ TEST(Plan, TallD96TilesWalk144KeyBlocksAndTheirTailSplitsToo) {
   // blocks: 2 x 21 heads of 8192 rows are 1806 tiles, 13 rounds on 132 SMs and 90 tiles of 57
   // key blocks, which go to every SM. At 4096 rows the 1848 tiles are 14 whole rounds. Its
   // 128-row tiles keep 128-key blocks.
-  const BuildInfo build = hopper_build_every_head_dim();
-  const auto plan_d96 = [&](const AttnProblem& p, int splits) {
-    return make_launch_plan(p, h100(), build, PlanOptions{}, splits);
-  };
-  const LaunchPlan tall = plan_d96(problem(2, 21, 21, 8192, 8192, 96, false), 1);
+  const LaunchPlan tall = plan_every_head_dim(problem(2, 21, 21, 8192, 8192, 96, false), 1);
   ASSERT_EQ(tall.tiles.block_m, kHopperTallRows) << tall.gate.reason;
   EXPECT_EQ(tall.tiles.block_n, 144);
   ASSERT_TRUE(tall.tail.active());
@@ -112,8 +113,8 @@ TEST(Plan, TallD96TilesWalk144KeyBlocksAndTheirTailSplitsToo) {
   EXPECT_EQ(tall.tail.tail_tiles, 90);
   EXPECT_EQ(tall.tail.main_tiles, 13 * 132);
   EXPECT_EQ(tall.tail_grid.x, 132);
-  EXPECT_FALSE(plan_d96(problem(4, 21, 21, 4096, 4096, 96, false), 1).tail.active());
-  const LaunchPlan split = plan_d96(problem(1, 4, 4, 4096, 4096, 96, false), 4);
+  EXPECT_FALSE(plan_every_head_dim(problem(4, 21, 21, 4096, 4096, 96, false), 1).tail.active());
+  const LaunchPlan split = plan_every_head_dim(problem(1, 4, 4, 4096, 4096, 96, false), 4);
   ASSERT_EQ(split.tiles.block_m, kHopperBaseRows);
   EXPECT_EQ(split.tiles.block_n, kHopperBlockN);
 }
@@ -122,20 +123,17 @@ TEST(Plan, LargeHeadDimTilesTakeTheTailSplitWhereItPaysForTheirPieces) {
   // d=192's 128-row tiles of 112-key blocks: 2 x 10 heads of 8192 rows leave 92 of 1280 tiles
   // after 9 rounds, which go to every SM; at 4096 rows the chunks save too little for the
   // pieces. d=256's 80-key blocks from 16k rows.
-  const BuildInfo build = hopper_build_every_head_dim();
-  const auto plan = [&](const AttnProblem& p) {
-    return make_launch_plan(p, h100(), build, PlanOptions{}, 1);
-  };
-  const LaunchPlan d192 = plan(problem(2, 10, 10, 8192, 8192, 192, false));
+  const LaunchPlan d192 = plan_every_head_dim(problem(2, 10, 10, 8192, 8192, 192, false), 1);
   ASSERT_EQ(d192.gate.family, KernelFamily::kHopperWgmma) << d192.gate.reason;
   ASSERT_EQ(d192.tiles.block_n, 112);
   EXPECT_TRUE(d192.tail.active());
   EXPECT_EQ(d192.tail.tail_tiles, 92);
-  EXPECT_FALSE(plan(problem(4, 10, 10, 4096, 4096, 192, false)).tail.active());
-  const LaunchPlan d256 = plan(problem(1, 8, 8, 16384, 16384, 256, false));
+  EXPECT_FALSE(plan_every_head_dim(problem(4, 10, 10, 4096, 4096, 192, false), 1).tail.active());
+  const LaunchPlan d256 = plan_every_head_dim(problem(1, 8, 8, 16384, 16384, 256, false), 1);
   ASSERT_EQ(d256.tiles.block_n, 80);
   EXPECT_TRUE(d256.tail.active());
-  EXPECT_FALSE(plan(problem(1, 8, 8, 16384, 16384, 256, true)).tail.active()) << "causal";
+  EXPECT_FALSE(plan_every_head_dim(problem(1, 8, 8, 16384, 16384, 256, true), 1).tail.active())
+      << "causal";
 }
 
 TEST(Plan, LongCausalCallsChooseTheirHeightByTheirLongestFirstTime) {
@@ -143,7 +141,7 @@ TEST(Plan, LongCausalCallsChooseTheirHeightByTheirLongestFirstTime) {
   // row, end 4.5% earlier in the model, more than base tiles' 3% margin.
   const AttnProblem d96 = problem(1, 21, 21, 16384, 16384, 96, true);
   ASSERT_FALSE(hopper_persistent(d96.sk));
-  EXPECT_EQ(make_launch_plan(d96, h100(), hopper_build_every_head_dim(), {}, 1).tiles.block_m,
+  EXPECT_EQ(plan_every_head_dim(d96, 1).tiles.block_m,
             kHopperTallRows);
   // At d=128 base tiles may end up to 8% later in the model: 32 heads of 4097 rows (1056 base
   // tiles, 704 tall ones) and 16 heads of 16384 rows run base tiles, which the model has 4.5%
@@ -195,7 +193,7 @@ TEST(Plan, UnsplitCallsWithoutTheMaskRunPersistentAtAnyLength) {
   for (int d : {64, 96, 128, 192, 256}) {
     SCOPED_TRACE("d=" + std::to_string(d));
     const AttnProblem p = problem(2, 2048 / d, 2048 / d, 8192, 8192, d, false);
-    const LaunchPlan plan = make_launch_plan(p, h100(), hopper_build_every_head_dim(), {}, 1);
+    const LaunchPlan plan = plan_every_head_dim(p, 1);
     ASSERT_EQ(plan.gate.family, KernelFamily::kHopperWgmma) << plan.gate.reason;
     ASSERT_FALSE(hopper_persistent(p.sk));
     EXPECT_TRUE(plan.persistent);
@@ -244,11 +242,7 @@ TEST(Plan, PersistentD192CausalTilesAreDrawnFromACounterFrom1024Keys) {
   // Unsplit causal d=192 calls of dense k/v over 1024-4096 keys: one block per SM draws the
   // 128-row tiles longest first, in the grouped order; shorter tiles walk the static rounds and
   // longer ones run a block each.
-  const BuildInfo build = hopper_build_every_head_dim();
-  const auto plan_d192 = [&](AttnProblem p, int splits = 1) {
-    return make_launch_plan(p, h100(), build, PlanOptions{}, splits);
-  };
-  const LaunchPlan drawn = plan_d192(problem(16, 10, 10, 1024, 1024, 192, true));
+  const LaunchPlan drawn = plan_every_head_dim(problem(16, 10, 10, 1024, 1024, 192, true), 1);
   ASSERT_EQ(drawn.tiles.block_m, kHopperBaseRows) << drawn.gate.reason;
   EXPECT_EQ(drawn.tiles.block_n, hopper_large_head_block_n(192));
   EXPECT_TRUE(drawn.tile_counter);
@@ -257,31 +251,30 @@ TEST(Plan, PersistentD192CausalTilesAreDrawnFromACounterFrom1024Keys) {
   EXPECT_EQ(drawn.forward_grid.x, 132);
   EXPECT_EQ(drawn.tile_group,
             causal_tile_group(16 * 10, causal_unit_kv_bytes(1024, 192, 2, 1, 1)));
-  EXPECT_TRUE(plan_d192(problem(1, 32, 8, 4096, 4096, 192, true)).tile_counter);
-  const LaunchPlan short_tiles = plan_d192(problem(32, 10, 10, 1023, 1023, 192, true));
+  EXPECT_TRUE(plan_every_head_dim(problem(1, 32, 8, 4096, 4096, 192, true), 1).tile_counter);
+  const LaunchPlan short_tiles = plan_every_head_dim(problem(32, 10, 10, 1023, 1023, 192, true), 1);
   EXPECT_FALSE(short_tiles.tile_counter);
   EXPECT_TRUE(short_tiles.persistent);
   EXPECT_EQ(short_tiles.tile_group, 1);
-  const LaunchPlan long_tiles = plan_d192(problem(2, 10, 10, 4097, 4097, 192, true));
+  const LaunchPlan long_tiles = plan_every_head_dim(problem(2, 10, 10, 4097, 4097, 192, true), 1);
   EXPECT_FALSE(long_tiles.tile_counter || long_tiles.persistent);
-  EXPECT_FALSE(plan_d192(problem(16, 10, 10, 1024, 1024, 192, false)).tile_counter);
-  EXPECT_FALSE(plan_d192(problem(16, 10, 10, 1024, 1024, 192, true), 2).tile_counter);
-  EXPECT_FALSE(plan_d192(problem(4, 10, 10, 1024, 4096, 192, true)).tile_counter);  // a chunk
+  EXPECT_FALSE(plan_every_head_dim(problem(16, 10, 10, 1024, 1024, 192, false), 1).tile_counter);
+  EXPECT_FALSE(plan_every_head_dim(problem(16, 10, 10, 1024, 1024, 192, true), 2).tile_counter);
+  EXPECT_FALSE(plan_every_head_dim(problem(4, 10, 10, 1024, 4096, 192, true), 1).tile_counter);  // a chunk
   AttnProblem narrow_v = problem(16, 10, 10, 1024, 1024, 192, true);
   narrow_v.dv = 128;
-  EXPECT_FALSE(plan_d192(narrow_v).tile_counter);
+  EXPECT_FALSE(plan_every_head_dim(narrow_v, 1).tile_counter);
   AttnProblem sequences = problem(16, 10, 10, 1024, 1024, 192, true);
   sequences.per_sequence = true;
-  EXPECT_FALSE(plan_d192(sequences).tile_counter);
-  EXPECT_FALSE(plan_d192(problem(8, 8, 8, 2048, 2048, 256, true)).tile_counter);
+  EXPECT_FALSE(plan_every_head_dim(sequences, 1).tile_counter);
+  EXPECT_FALSE(plan_every_head_dim(problem(8, 8, 8, 2048, 2048, 256, true), 1).tile_counter);
 }
 
 TEST(Plan, PersistentD256CausalTilesAreDrawnWhereTheRoundsEndFarAfterLongestFirst) {
   // d=256's 80-key blocks make the hand-off dearer: its tiles draw only where the static rounds
   // end more than kHopperD256DrawnSlackPct after longest first in the model.
-  const BuildInfo build = hopper_build_every_head_dim();
-  const auto plan_d256 = [&](int64_t b, int64_t h, int64_t hk, int64_t s) {
-    return make_launch_plan(problem(b, h, hk, s, s, 256, true), h100(), build, PlanOptions{}, 1);
+  const auto plan_d256 = [](int64_t b, int64_t h, int64_t hk, int64_t s) {
+    return plan_every_head_dim(problem(b, h, hk, s, s, 256, true), 1);
   };
   const auto modelled_pct = [](long long units, long long s) {
     const int block_n = hopper_large_head_block_n(256);
@@ -305,12 +298,9 @@ TEST(Plan, PersistentD256CausalTilesAreDrawnWhereTheRoundsEndFarAfterLongestFirs
 }
 
 TEST(Plan, PrefillGridsFillingAQuarterOfTheSmsAreNotSplitAutomatically) {
-  const BuildInfo build = hopper_build_every_head_dim();
-  const auto splits = [&](int64_t h, int64_t hk, int64_t sq, int64_t sk, int64_t d, bool causal,
-                          int requested) {
-    return make_launch_plan(problem(1, h, hk, sq, sk, d, causal), h100(), build, PlanOptions{},
-                            requested)
-        .num_splits;
+  const auto splits = [](int64_t h, int64_t hk, int64_t sq, int64_t sk, int64_t d, bool causal,
+                         int requested) {
+    return plan_every_head_dim(problem(1, h, hk, sq, sk, d, causal), requested).num_splits;
   };
   // 160 causal d=128 tiles and 160 d=256 ones: the model splits them, the plan does not.
   EXPECT_TRUE(hopper_prefill_declines_split(5, 4096, 4096, 128, 128, 132));
@@ -348,9 +338,7 @@ TEST(Plan, FewHeadPrefillSplitsWhereTheLongestTileLeavesSmsWaiting) {
   // The plan: the model's G = 2 of 192 causal tiles gives way to 1, its declined or unsplit
   // choices to hopper_prefill_splits; a requested G, d=96 and fewer tiles keep theirs.
   const auto splits = [](int64_t h, int64_t sq, int64_t d, bool causal, int requested) {
-    return make_launch_plan(problem(1, h, h, sq, sq, d, causal), h100(),
-                            hopper_build_every_head_dim(), PlanOptions{}, requested)
-        .num_splits;
+    return plan_every_head_dim(problem(1, h, h, sq, sq, d, causal), requested).num_splits;
   };
   EXPECT_EQ(splits(3, 8192, 128, true, 0), 1);
   EXPECT_EQ(splits(3, 8192, 128, true, 2), 2);
@@ -358,10 +346,7 @@ TEST(Plan, FewHeadPrefillSplitsWhereTheLongestTileLeavesSmsWaiting) {
   EXPECT_EQ(splits(1, 6000, 128, true, 0), 5);
   EXPECT_EQ(splits(2, 4096, 96, true, 0), 1);
   // 142 causal tiles whose split pays keep the model's G.
-  EXPECT_GT(make_launch_plan(problem(2, 1, 1, 9000, 18000, 64, true), h100(),
-                             hopper_build_every_head_dim(), PlanOptions{}, 0)
-                .num_splits,
-            1);
+  EXPECT_GT(plan_every_head_dim(problem(2, 1, 1, 9000, 18000, 64, true)).num_splits, 1);
   EXPECT_EQ(splits(1, 2048, 128, true, 0),
             resolve_num_splits(0, problem(1, 1, 1, 2048, 2048, 128, true), h100(),
                                tiles_for(KernelFamily::kHopperWgmma,
@@ -465,10 +450,8 @@ TEST(Plan, LongCausalPingPongTilesTakeProbabilitiesAtTheRunningMax) {
     EXPECT_TRUE(two_heads.running_max);
   }
   // At d=64 and 96 too (a build with every head dim).
-  const BuildInfo every_head_dim = hopper_build_every_head_dim();
   for (int64_t d : {64, 96}) {
-    const LaunchPlan few =
-        make_launch_plan(problem(1, 4, 4, 8192, 8192, d, true), h100(), every_head_dim, {}, 0);
+    const LaunchPlan few = plan_every_head_dim(problem(1, 4, 4, 8192, 8192, d, true));
     ASSERT_EQ(few.tiles.block_m, kHopperBaseRows);
     EXPECT_TRUE(few.running_max);
   }
@@ -476,15 +459,11 @@ TEST(Plan, LongCausalPingPongTilesTakeProbabilitiesAtTheRunningMax) {
   // from d=192 or on 192-row tiles.
   EXPECT_FALSE(plan_of(problem(32, 16, 16, 512, 512, 128, true)).running_max);
   for (int64_t d : {64, 96}) {
-    EXPECT_FALSE(make_launch_plan(problem(2, 16, 16, 4096, 4096, d, true), h100(), every_head_dim,
-                                  {}, 1)
-                     .running_max);
+    EXPECT_FALSE(plan_every_head_dim(problem(2, 16, 16, 4096, 4096, d, true), 1).running_max);
   }
   EXPECT_FALSE(plan_of(problem(1, 8, 8, 8192, 8192, 128, false)).running_max);
   EXPECT_FALSE(plan_of(problem(1, 8, 8, 8192, 8192, 128, true), 3).running_max);
-  EXPECT_FALSE(make_launch_plan(problem(1, 8, 8, 8192, 8192, 192, true), h100(), every_head_dim,
-                                {}, 0)
-                   .running_max);
+  EXPECT_FALSE(plan_every_head_dim(problem(1, 8, 8, 8192, 8192, 192, true)).running_max);
   const LaunchPlan tall = plan_of(problem(1, 4, 4, 12000, 12000, 128, true));
   ASSERT_EQ(tall.tiles.block_m, kHopperTallRows);
   EXPECT_FALSE(tall.running_max);
