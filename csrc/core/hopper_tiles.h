@@ -38,16 +38,6 @@ constexpr bool hopper_persistent_chunk(long long sq, long long sk, bool causal) 
   return causal && 4 * sq <= sk;
 }
 
-// Unsplit calls without the mask run persistent whatever their length too: their tiles are of
-// equal work, so the static rounds stay in step, and the next tile's loads overlap the current
-// tile's epilogue instead of waiting for a new block to start. Over a block per tile: +2.3-3.5%
-// just past 32 key blocks (d=64 6000, d=96 4500, d=128 5000 keys), +1.1-2% at 8k keys at every
-// head dim, +0.3-1.7% at 16k, -0.5% to +0.9% at 32k (H200, alternated in one process). Sequences
-// of their own lengths (varlen, kv caches) keep the hardware's scheduling.
-constexpr bool hopper_persistent_unmasked(bool causal, int num_splits, bool sequences) {
-  return !causal && num_splits == 1 && !sequences;
-}
-
 // Whether persistent 128-row ping-pong tiles issue a tile's first S = Q K^T together with the
 // previous tile's last P V. At d=128 without the mask the next tile's Q and K must land before
 // the last P V can start, which costs more than the overlap gains; with the mask (tiles walk
@@ -95,6 +85,20 @@ constexpr int kHopperBaseRows = 128;
 constexpr int kHopperTallRows = 192;
 constexpr int kHopperWideRows = 256;
 constexpr int kHopperWideBlockN = 64;
+
+// Calls without the mask run persistent whatever their length too: their tiles, or a split's
+// pieces, are of equal work, so the static rounds stay in step, and the next tile's loads
+// overlap the current tile's epilogue instead of waiting for a new block to start. Over a block
+// per tile, unsplit: +2.3-3.5% just past 32 key blocks (d=64 6000, d=96 4500, d=128 5000 keys),
+// +1.1-2% at 8k keys at every head dim, +0.3-1.7% at 16k, -0.5% to +0.9% at 32k; split calls of
+// more pieces than SMs on 128-row tiles +0.6-3.9% (18 shapes, d=64 to 256), while the 192-row
+// pieces of d=64's split calls ran 0.7-7.5% slower persistent and keep a block each (H200,
+// alternated in one process). The sequence instances (varlen, kv caches, and multi-token decode
+// packing a GQA group's heads) keep the hardware's scheduling.
+constexpr bool hopper_persistent_unmasked(bool causal, int num_splits, int block_m,
+                                          bool sequences) {
+  return !causal && !sequences && (num_splits == 1 || block_m == kHopperBaseRows);
+}
 
 // Whether those tiles, on a persistent launch (at most kHopperPersistentMaxKeyBlocks key
 // blocks), walk the static snake rounds, which carry S across tiles (hopper_carry_across_tiles),

@@ -223,7 +223,8 @@ void plan_hopper_walk(const AttnProblem& p, const DeviceInfo& device, const Plan
   plan.persistent =
       device.sm_count > 0 &&
       (hopper_persistent(p.sk) || hopper_persistent_chunk(p.sq, p.sk, p.causal) ||
-       hopper_persistent_unmasked(p.causal, plan.num_splits, p.per_sequence) || plan.tile_counter);
+       hopper_persistent_unmasked(p.causal, plan.num_splits, plan.tiles.block_m, plan.sequences) ||
+       plan.tile_counter);
   if (options.allow_tail_split) {
     plan.tail = tail_split_for_run(plan.gate.family, p, plan.tiles, device.sm_count,
                                    plan.num_splits);

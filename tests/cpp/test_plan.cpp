@@ -67,7 +67,9 @@ TEST(Plan, HopperFieldsAreTheRulesAnswers) {
           const bool drawn = draws_tiles_from_counter(plan.gate.family, p, tiles, g, 132);
           EXPECT_EQ(plan.tile_counter, drawn);
           EXPECT_EQ(plan.persistent, hopper_persistent(p.sk) ||
-                                         hopper_persistent_unmasked(p.causal, g, false) || drawn);
+                                         hopper_persistent_unmasked(p.causal, g, tiles.block_m,
+                                                                    false) ||
+                                         drawn);
           EXPECT_EQ(plan.carry, carry_across_tiles_for_run(plan.gate.family, p, tiles, drawn));
           EXPECT_EQ(plan.rotate_rounds, rotates_rounds_for_run(plan.gate.family, p, tiles, g));
           EXPECT_EQ(plan.running_max,
@@ -186,10 +188,11 @@ TEST(Plan, ChunkedPrefillRunsPersistentAtAnyLength) {
   EXPECT_FALSE(chunk.carry);
 }
 
-TEST(Plan, UnsplitCallsWithoutTheMaskRunPersistentAtAnyLength) {
+TEST(Plan, CallsWithoutTheMaskRunPersistentAtAnyLength) {
   // Tiles of equal work over more than 32 key blocks: one block per SM walks them, also where
-  // a tail split takes their last round. Split calls and sequences of their own lengths launch
-  // a block per tile, and long causal calls do where they do not draw from the counter.
+  // a tail split takes their last round, and a split's pieces on 128-row tiles. d=64's split
+  // pieces on 192-row tiles and sequences of their own lengths launch a block per tile, and long
+  // causal calls do where they do not draw from the counter.
   for (int d : {64, 96, 128, 192, 256}) {
     SCOPED_TRACE("d=" + std::to_string(d));
     const AttnProblem p = problem(2, 2048 / d, 2048 / d, 8192, 8192, d, false);
@@ -204,14 +207,19 @@ TEST(Plan, UnsplitCallsWithoutTheMaskRunPersistentAtAnyLength) {
   EXPECT_TRUE(tail.persistent);
   EXPECT_EQ(tail.forward_grid.x, 132);
   EXPECT_EQ(tail.tail_grid.x, tail.tail.chunks);
-  const LaunchPlan split = plan_of(problem(1, 4, 4, 8192, 8192, 128, false), 3);
-  ASSERT_EQ(split.num_splits, 3);
-  EXPECT_FALSE(split.persistent);
+  const LaunchPlan split = plan_of(problem(1, 3, 3, 6000, 12000, 128, false), 4);
+  ASSERT_EQ(split.tiles.block_m, kHopperBaseRows);
+  EXPECT_TRUE(split.persistent);
+  EXPECT_EQ(split.forward_grid.x, 132);
+  const LaunchPlan tall_split = plan_of(problem(1, 2, 2, 8192, 16384, 64, false), 3);
+  ASSERT_EQ(tall_split.tiles.block_m, kHopperTallRows);
+  EXPECT_FALSE(tall_split.persistent);
+  EXPECT_EQ(tall_split.forward_grid.x, 3 * 2 * 43);
   for (int d : {64, 96, 128}) {
     const LaunchPlan causal = plan_of(problem(2, 2048 / d, 2048 / d, 8192, 8192, d, true), 1);
     EXPECT_EQ(causal.persistent, causal.tile_counter) << "d=" << d;
   }
-  EXPECT_FALSE(hopper_persistent_unmasked(false, 1, true)) << "sequences";
+  EXPECT_FALSE(hopper_persistent_unmasked(false, 1, kHopperBaseRows, true)) << "sequences";
 }
 
 TEST(Plan, CausalTilesSideBySideRunInKvGroups) {
@@ -260,7 +268,8 @@ TEST(Plan, PersistentD192CausalTilesAreDrawnFromACounterFrom1024Keys) {
   EXPECT_FALSE(long_tiles.tile_counter || long_tiles.persistent);
   EXPECT_FALSE(plan_every_head_dim(problem(16, 10, 10, 1024, 1024, 192, false), 1).tile_counter);
   EXPECT_FALSE(plan_every_head_dim(problem(16, 10, 10, 1024, 1024, 192, true), 2).tile_counter);
-  EXPECT_FALSE(plan_every_head_dim(problem(4, 10, 10, 1024, 4096, 192, true), 1).tile_counter);  // a chunk
+  EXPECT_FALSE(plan_every_head_dim(problem(4, 10, 10, 1024, 4096, 192, true), 1).tile_counter)
+      << "a chunk";
   AttnProblem narrow_v = problem(16, 10, 10, 1024, 1024, 192, true);
   narrow_v.dv = 128;
   EXPECT_FALSE(plan_every_head_dim(narrow_v, 1).tile_counter);
