@@ -78,7 +78,7 @@ def test_the_shapes_cover_every_walk(request):
     """The matrix above reaches each decision it claims to on the H100, so the equality is
     tested where the plans differ."""
     if DEVICE_CC != 90:
-        pytest.skip(f"the matrix is drawn for the H100's Hopper walks; this GPU is not cc 9.0")
+        pytest.skip("the matrix is drawn for the H100's Hopper walks; this GPU is not cc 9.0")
     if os.environ.get("FLASHSPLIT_DISABLE_HOPPER") == "1":
         pytest.skip("FLASHSPLIT_DISABLE_HOPPER=1: the Hopper walks the matrix is drawn for are off")
     seen = set()

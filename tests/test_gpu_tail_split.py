@@ -80,7 +80,8 @@ def test_tail_split_matches_reference_over_poisoned_memory(request, dtype, case,
     what = f"{case} b={b} h={h} hk={hk} sq={sq} sk={sk} d={d} scale={scale}"
     decision = assert_tail_on(q, k, v, what)
     if case == "one-left-d128":
-        assert decision["details"]["tail_tiles"] == 1 and decision["details"]["tail_parts"] == 16, decision
+        details = decision["details"]
+        assert details["tail_tiles"] == 1 and details["tail_parts"] == 16, decision
     refs = references(q, k, v, softmax_scale=scale)
     # Only the workspace's arrival counters are cleared before a launch: leave 0xFF-filled free
     # blocks for it (and for out and lse) to land on.

@@ -815,6 +815,10 @@ TEST(Plan, MultiTokenDecodeOnHopperPacksTheGroupIntoSequenceTiles) {
     EXPECT_GE(plan.num_splits, 2);
     EXPECT_FALSE(plan.persistent);  // 128 key blocks: a block per tile
     EXPECT_EQ(plan.forward_grid.x, 64LL * plan.num_splits);
+    // Unsplit too: the sequence instances keep a block per tile without the mask.
+    const LaunchPlan unsplit = plan_of(p, 1);
+    ASSERT_TRUE(unsplit.sequences && unsplit.tiles.packs_heads);
+    EXPECT_FALSE(unsplit.persistent);
   }
 }
 
