@@ -133,9 +133,9 @@ inline TailSplit plan_tail_split(long long tiles, int key_blocks, int sm_count,
 }
 
 // The modelled time of a call with tail split t as a share of the same call's time without it:
-// R rounds and the busiest chunk (its key blocks plus `overhead`) against R + 1 rounds. 1 for an
-// inactive split.
-inline double tail_split_time_share(const TailSplit& t, int overhead = kTailOverheadBlocks) {
+// R rounds and the busiest chunk (its key blocks plus `overhead`, the tail_overhead_blocks the
+// split was planned with) against R + 1 rounds. 1 for an inactive split.
+inline double tail_split_time_share(const TailSplit& t, int overhead) {
   if (!t.active()) return 1.0;
   const double rounds = static_cast<double>(t.main_tiles) / t.sm_count;
   const double longest = static_cast<double>((t.work() + t.chunks - 1) / t.chunks);

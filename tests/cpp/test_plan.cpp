@@ -143,8 +143,7 @@ TEST(Plan, LongCausalCallsChooseTheirHeightByTheirLongestFirstTime) {
   // row, end 4.5% earlier in the model, more than base tiles' 3% margin.
   const AttnProblem d96 = problem(1, 21, 21, 16384, 16384, 96, true);
   ASSERT_FALSE(hopper_persistent(d96.sk));
-  EXPECT_EQ(plan_every_head_dim(d96, 1).tiles.block_m,
-            kHopperTallRows);
+  EXPECT_EQ(plan_every_head_dim(d96, 1).tiles.block_m, kHopperTallRows);
   // At d=128 base tiles may end up to 8% later in the model: 32 heads of 4097 rows (1056 base
   // tiles, 704 tall ones) and 16 heads of 16384 rows run base tiles, which the model has 4.5%
   // and 4.9% later; 4 heads of 12000 rows run tall ones: a head's 63 tall tiles fill two waves

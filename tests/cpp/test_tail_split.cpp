@@ -140,9 +140,11 @@ TEST(TailSplit, TimeShareCountsTheBusiestChunkInPlaceOfTheLastRound) {
   // of at most 47 units, each with a piece's overhead, against a third round.
   const TailSplit t = plan_tail_split(288, 256, 132);
   ASSERT_TRUE(t.active());
-  EXPECT_NEAR(tail_split_time_share(t), (2.0 + (47.0 + kTailOverheadBlocks) / 256.0) / 3.0, 1e-12);
-  EXPECT_LT(tail_split_time_share(t), 0.75);
-  EXPECT_EQ(tail_split_time_share(TailSplit{}), 1.0) << "no tail split, no share";
+  EXPECT_NEAR(tail_split_time_share(t, kTailOverheadBlocks),
+              (2.0 + (47.0 + kTailOverheadBlocks) / 256.0) / 3.0, 1e-12);
+  EXPECT_LT(tail_split_time_share(t, kTailOverheadBlocks), 0.75);
+  EXPECT_EQ(tail_split_time_share(TailSplit{}, kTailOverheadBlocks), 1.0)
+      << "no tail split, no share";
 }
 
 TEST(TailSplit, WorkspaceHoldsOneRecordPerPieceAndWarp) {
