@@ -21,7 +21,8 @@ import flashsplit  # noqa: E402
 from flashsplit import _native  # noqa: E402
 from flashsplit.sequences import Sequences  # noqa: E402
 from accuracy import assert_within_tolerance, naive_pair  # noqa: E402
-from sequence_cases import POISON, assert_varlen_matches, to_pages, varlen_inputs  # noqa: E402
+from sequence_cases import (  # noqa: E402
+    POISON, assert_varlen_matches, cu_seqlens, to_pages, varlen_inputs)
 
 pytestmark = [pytest.mark.gpu, requires_native]
 
@@ -459,6 +460,32 @@ def test_long_unsplit_varlen_prefill_tile_heights(d, causal):
     assert decision["details"]["running_max"] == (causal and d == 128), decision
     out, lse = _varlen(q, k_nan, v_nan, cu_q, cu_k, q_lens, k_lens, causal=causal, num_splits=1)
     assert_varlen_matches(out, lse, q, k, v, q_lens, k_lens, f"d={d}", causal=causal)
+
+
+@requires_hopper
+@pytest.mark.parametrize("num_splits", [1, 3])
+@pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
+def test_varlen_of_equal_lengths_walks_as_a_dense_call(d, num_splits):
+    """Sequences that are all the longest (packed rows b x max_seqlen) over more than 32 key
+    blocks without the mask run one block per SM walking the tiles, as a dense call does; beside
+    a shorter sequence of the same max_seqlen_* (a block per tile) a sequence's out and lse stay
+    bitwise the same."""
+    n, h, hk = 4200, 8, 2
+    q, k, v, cu, _ = varlen_inputs([n, n], [n, n], h, hk, d, torch.bfloat16, "cuda", seed=d)
+    decision = varlen_decision(q, k, v, cu, cu, [n, n], [n, n], False, num_splits)
+    assert decision["kernel"] == "hopper_wgmma", decision
+    assert decision["num_splits"] == num_splits, decision
+    assert decision["details"]["persistent"], decision
+    out, lse = _varlen(q, k, v, cu, cu, [n, n], [n, n], num_splits=num_splits)
+    assert_varlen_matches(out, lse, q, k, v, [n, n], [n, n], f"d={d} G={num_splits}")
+    lens = [n, 1000]
+    cu_beside = cu_seqlens(lens, "cuda")
+    q2, k2, v2 = (t[:n + 1000] for t in (q, k, v))
+    beside = varlen_decision(q2, k2, v2, cu_beside, cu_beside, lens, lens, False, num_splits)
+    assert not beside["details"]["persistent"], beside
+    out2, lse2 = _varlen(q2, k2, v2, cu_beside, cu_beside, lens, lens, num_splits=num_splits)
+    assert torch.equal(out2[:n], out[:n]) and torch.equal(lse2[:, :n], lse[:, :n]), \
+        "the first sequence changed beside a shorter one"
 
 
 @pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])

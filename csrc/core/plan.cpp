@@ -215,6 +215,14 @@ int causal_group_for(const AttnProblem& p, const TileConfig& tiles, int num_spli
   return causal_tile_group(units, kv_bytes);
 }
 
+// Whether the tiles of a call on the sequence instances differ in work by their sequence:
+// sequences of their own lengths, and a GQA group's heads packed into a dense call's sequence.
+// Sequences of equal lengths (AttnProblem::equal_lengths) not packing heads are tiles of a dense
+// call's work.
+bool tiles_differ_by_sequence(const AttnProblem& p, const LaunchPlan& plan) {
+  return plan.sequences && !(p.equal_lengths && !plan.tiles.packs_heads);
+}
+
 void plan_hopper_walk(const AttnProblem& p, const DeviceInfo& device, const PlanOptions& options,
                       LaunchPlan& plan) {
   plan.running_max = takes_running_max_for_run(plan.gate.family, p, plan.tiles, plan.num_splits);
@@ -223,7 +231,8 @@ void plan_hopper_walk(const AttnProblem& p, const DeviceInfo& device, const Plan
   plan.persistent =
       device.sm_count > 0 &&
       (hopper_persistent(p.sk) || hopper_persistent_chunk(p.sq, p.sk, p.causal) ||
-       hopper_persistent_unmasked(p.causal, plan.num_splits, plan.tiles.block_m, plan.sequences) ||
+       hopper_persistent_unmasked(p.causal, plan.num_splits, plan.tiles.block_m,
+                                  tiles_differ_by_sequence(p, plan)) ||
        plan.tile_counter);
   if (options.allow_tail_split) {
     plan.tail = tail_split_for_run(plan.gate.family, p, plan.tiles, device.sm_count,

@@ -24,7 +24,7 @@ PlanCache::Key PlanCache::key_of(const AttnProblem& p, int device_key, const Pla
                         (p.has_alibi ? 32 : 0) | (p.per_sequence ? 64 : 0) |
                         (o.gate.allow_untested_arch ? 128 : 0) |
                         (o.gate.arch_verified_here ? 256 : 0) | (o.gate.allow_hopper ? 512 : 0) |
-                        (o.allow_tail_split ? 1024 : 0);
+                        (o.allow_tail_split ? 1024 : 0) | (p.equal_lengths ? 2048 : 0);
   return Key{p.b, p.sq, p.sk, p.h, p.hk, p.d, value_head_dim(p), static_cast<int64_t>(p.dtype),
              flags, p.kv_row_stride, p.window_left, p.window_right, p.page_size,
              bits_of(p.dropout_p), bits_of(p.softcap), device_key, requested};

@@ -22,6 +22,9 @@ struct AttnProblem {
   int64_t dv = 0;  // v's and the output's head dim; 0: d (value_head_dim)
   // Lengths per sequence (cu_seqlens, seqused_k) or a k/v batch per sequence (cache_batch_idx).
   bool per_sequence = false;
+  // Of those, sequences that all have sq queries and sk keys: varlen rows b x sq and b x sk,
+  // every length at most the longest, so each is the longest (one sequence always is).
+  bool equal_lengths = false;
   int64_t page_size = 0;  // keys per page of a paged k/v cache; 0: contiguous k/v
   DType dtype = DType::kBFloat16;
   bool causal = false;

@@ -229,6 +229,20 @@ void check_sequence_inputs(const at::Tensor& q, const at::Tensor& k, const Seque
               seqs.max_seqlen_k);
 }
 
+namespace {
+
+// Whether every sequence of a varlen call of contiguous k/v is the longest: its packed rows are
+// b times the longest sequence's, for queries and for keys (max_seqlen_* is trusted to be at
+// least the longest, as the kernels trust it; the lengths themselves live on the GPU).
+bool varlen_of_equal_lengths(const at::Tensor& q, const at::Tensor& k, const SequenceArgs& seqs,
+                             int64_t b) {
+  const bool varlen = seqs.cu_seqlens_q.defined() && seqs.cu_seqlens_k.defined() &&
+                      !seqs.seqused_k.defined() && !seqs.kv_batch_idx.defined() && !seqs.paged();
+  return varlen && q.size(1) == b * seqs.max_seqlen_q && k.size(1) == b * seqs.max_seqlen_k;
+}
+
+}  // namespace
+
 LaunchPlan make_sequence_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const SequenceArgs& seqs, const FeatureOptions& features,
                               int64_t num_splits, bool arch_verified) {
@@ -237,6 +251,7 @@ LaunchPlan make_sequence_plan(const at::Tensor& q, const at::Tensor& k, const at
   problem.sq = seqs.max_seqlen_q;
   problem.sk = seqs.max_seqlen_k;
   problem.per_sequence = true;
+  problem.equal_lengths = varlen_of_equal_lengths(q, k, seqs, problem.b);
   problem.page_size = seqs.paged() ? k.size(1) : 0;
   if (q.numel() == 0 || k.numel() == 0 || problem.b == 0) return empty_input_plan();
   return cached_plan(problem, q, arch_verified, num_splits);

@@ -221,6 +221,36 @@ TEST(Plan, CallsWithoutTheMaskRunPersistentAtAnyLength) {
   EXPECT_FALSE(hopper_persistent_unmasked(false, 1, kHopperBaseRows, true)) << "sequences";
 }
 
+TEST(Plan, VarlenCallsOfEqualLengthsWalkAsDenseOnes) {
+  // Sequences of their own lengths launch a block per tile past 32 key blocks without the mask;
+  // equal lengths run persistent, unsplit and split on 128-row tiles, by the dense calls' rule
+  // (d=64's sequences split on 128-row tiles where dense calls take 192-row ones). They take no
+  // tail split: it would make a sequence's result depend on its batch-mates. A GQA group packed
+  // into the rows keeps a block a tile.
+  for (int d : {64, 128}) {
+    for (long long requested : {1LL, 3LL}) {
+      SCOPED_TRACE("d=" + std::to_string(d) + " G=" + std::to_string(requested));
+      AttnProblem varlen = problem(2, 2048 / d, 2048 / d, 8192, 8192, d, false);
+      varlen.per_sequence = true;
+      const LaunchPlan unequal = plan_of(varlen, requested);
+      varlen.equal_lengths = true;
+      const LaunchPlan equal = plan_of(varlen, requested);
+      ASSERT_TRUE(equal.sequences);
+      ASSERT_EQ(equal.num_splits, requested);
+      EXPECT_EQ(equal.tiles.block_m, unequal.tiles.block_m);
+      EXPECT_EQ(equal.persistent, requested == 1 || equal.tiles.block_m == kHopperBaseRows);
+      EXPECT_FALSE(unequal.persistent);
+      EXPECT_EQ(unequal.forward_grid.x, unequal.tiles_per_split * unequal.num_splits);
+      EXPECT_FALSE(equal.tail.active());
+    }
+  }
+  AttnProblem decode = problem(8, 32, 8, 8, 16384, 128, false);
+  decode.per_sequence = decode.equal_lengths = true;
+  const LaunchPlan packed = plan_of(decode, 1);
+  ASSERT_TRUE(packed.tiles.packs_heads);
+  EXPECT_FALSE(packed.persistent);
+}
+
 TEST(Plan, CausalTilesSideBySideRunInKvGroups) {
   // 192-row causal tiles: drawn from a counter by one block per SM, in groups of heads whose
   // keys and values fit kCausalGroupKvBytes; other tiles keep the head-major order.
