@@ -3,9 +3,10 @@ forward: each shape's b sequences of s tokens are timed as one dense call (b, s,
 one varlen call over the same rows packed (b * s, h, d) with equal cu_seqlens, in one
 interleaved measurement; then, where FA3 is installed, its varlen call on the same packed rows.
 A second row per shape gives the sequences unequal lengths (s / 2 to 3 s / 2, the same tokens in
-all) and compares flashsplit's varlen call with FA3's only.
+all) and compares flashsplit's varlen call with FA3's only (a batch of one sequence has no such
+row: one prompt's prefill, as a serving engine's varlen call makes it).
 
-    python benchmarks/bench_varlen.py [--out DIR]
+    python benchmarks/bench_varlen.py [--shape b,s,h,hk,d ...] [--out DIR]
 """
 
 import argparse
@@ -16,15 +17,26 @@ from collections import OrderedDict
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _timing as T  # noqa: E402
 
-# (b, s, h, hk, d): GQA and MHA prefill batches, an odd length, short and long sequences.
+# (b, s, h, hk, d): GQA and MHA prefill batches, an odd length, short and long sequences, and
+# one long prompt.
 SHAPES = [
     (4, 2048, 32, 8, 128), (2, 4096, 32, 8, 128), (16, 512, 32, 8, 128), (8, 777, 32, 8, 128),
-    (8, 1024, 16, 16, 64), (4, 3000, 16, 16, 64),
+    (8, 1024, 16, 16, 64), (4, 3000, 16, 16, 64), (2, 8192, 16, 16, 64), (1, 16384, 32, 8, 128),
 ]
+
+
+def parse_shape(text):
+    shape = tuple(int(x) for x in text.split(","))
+    if len(shape) != 5 or min(shape) < 1 or shape[2] % shape[3]:
+        raise argparse.ArgumentTypeError(
+            f"--shape wants b,s,h,hk,d with positive values and hk dividing h, got {text!r}")
+    return shape
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shape", action="append", type=parse_shape, default=None,
+                   help="b,s,h,hk,d (repeatable; default: the shapes above)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--causal", default="0,1", help="causal settings to run: 0, 1 or 0,1")
@@ -98,9 +110,10 @@ def run_shape(torch, flashsplit, shape, causal, args):
     methods = OrderedDict(flashsplit_dense=(T.flashsplit_runner(flashsplit, causal, 0), ""))
     methods.update(varlen_runners(torch, flashsplit, equal, causal))
     rows = timed_rows(torch, shape, causal, equal, methods, sets, args)
-    unequal = unequal_lengths(b, s)
-    rows += timed_rows(torch, shape, causal, unequal,
-                       varlen_runners(torch, flashsplit, unequal, causal), sets, args)
+    if b > 1:
+        unequal = unequal_lengths(b, s)
+        rows += timed_rows(torch, shape, causal, unequal,
+                           varlen_runners(torch, flashsplit, unequal, causal), sets, args)
     return rows
 
 
@@ -114,7 +127,7 @@ def main(argv=None):
     torch = T.require_cuda("bench_varlen")
     flashsplit = T.import_flashsplit("bench_varlen")
     rows, table = [], []
-    for shape in SHAPES:
+    for shape in args.shape or SHAPES:
         for causal in (c == "1" for c in args.causal.split(",")):
             shape_rows = run_shape(torch, flashsplit, shape, causal, args)
             rows += shape_rows
