@@ -138,10 +138,12 @@ def _key_warp_blocks_per_sm(blocks, d, sq=1, paged_keys=0):
     third of the SMs' count) to the count, the half-size tile, two an SM, from there to 1.5
     times it (twice it where each SM gets more than 1.2 times the H100's share of HBM
     bandwidth, 3.35 TB/s over 132 SMs; paged calls there, over a block table of paged_keys keys,
-    take the half-size tile within 1.5 times it only up to 4096 keys); for more tokens the full
-    tile over the same range up to the count; where the SM's shared memory holds them with a
-    paged call's table (134 KB for one, 2 x 69-70 KB for two, and 1 KB an SM keeps per
-    block)."""
+    take the half-size tile within 1.5 times it only up to 4096 keys, and contiguous caches of
+    more than 5 MiB of K and V a block may split instead, as in
+    test_dense_decode_of_long_caches_past_the_sms: the other callers' caches hold less); for
+    more tokens the full tile over the same range up to the count; where the SM's shared memory
+    holds them with a paged call's table (134 KB for one, 2 x 69-70 KB for two, and 1 KB an SM
+    keeps per block)."""
     props = torch.cuda.get_device_properties(0)
     sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
     wide = hbm_share_over_h100(props) > 1.2
@@ -237,6 +239,30 @@ def test_dense_decode_on_the_key_warp_tile(dtype, b, d):
         if per_sm:
             assert decision["details"]["blocks_per_sm"] == per_sm, decision
     _assert_dense_matches(q, k, v, False, dtype, f"decode d={d}")
+
+
+@pytest.mark.parametrize("d", [64, 128], ids=["d64", "d128"])
+def test_dense_decode_of_long_caches_past_the_sms(d):
+    """160 (batch, k/v head) blocks of decode over 12288 keys: where each SM gets more than 1.2
+    times the H100's share of HBM bandwidth, caches of more than 5 MiB of K and V a block (6 MiB
+    at d=128; at d=64 they hold 3 MiB) split one-warp blocks in two instead of running the
+    half-size key-warp tile (core/portable_tiles.h, sm80_key_warps_walk_cache); elsewhere the
+    half-size tile runs them."""
+    b, sk, h, hk = 40, 12288, 32, 4
+    gen = torch.Generator().manual_seed(d)
+    q, k, v = (torch.randn(b, n, heads, d, generator=gen).to("cuda", torch.bfloat16)
+               for n, heads in ((1, h), (sk, hk), (sk, hk)))
+    decision = flashsplit.explain(q, k, v)
+    if decision["kernel"] == PORTABLE:
+        props = torch.cuda.get_device_properties(0)
+        sms = props.multi_processor_count
+        split = (hbm_share_over_h100(props) > 1.2 and d == 128 and sms < b * hk
+                 and 2 * b * hk <= 3 * sms)
+        per_sm = 0 if split else _key_warp_blocks_per_sm(b * hk, d)
+        assert decision["details"]["key_warps"] == (4 if per_sm else 1), decision
+        if split:
+            assert decision["num_splits"] == 2, decision
+    _assert_dense_matches(q, k, v, False, torch.bfloat16, f"decode d={d}")
 
 
 def _assert_dense_matches(q, k, v, causal, dtype, what):

@@ -127,6 +127,13 @@ int key_warp_blocks_per_sm_for_run(KernelFamily family, const AttnProblem& p,
       !sm80_key_warps_walk_pages(blocks, device.sm_count, per_sm, share, p.sk)) {
     return 0;
   }
+  if (p.page_size == 0 && per_sm > 0) {
+    const long long kv_bytes = 2 * p.sk * (p.d + value_head_dim(p));  // K and V, 16-bit
+    const int split_g = resolve_num_splits(0, p, device, narrow, constants_for(family, device));
+    if (!sm80_key_warps_walk_cache(blocks, device.sm_count, per_sm, share, kv_bytes, split_g)) {
+      return 0;
+    }
+  }
   return per_sm;
 }
 

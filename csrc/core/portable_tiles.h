@@ -214,6 +214,25 @@ constexpr bool sm80_key_warps_walk_pages(long long blocks, int sm_count, int blo
          blocks > sm80_half_tile_blocks(sm_count) || cache_keys <= kPagedHalfTileMaxKeys;
 }
 
+// Whether a contiguous call takes the half-size key-warp tile the plan sized for it (blocks_per_sm
+// an SM for `blocks` blocks): everywhere up to high_hbm_share, and past it the full tile, the
+// half-size tile past sm80_half_tile_blocks, and within that count where a block's K and V
+// hold at most kHalfTileMaxKvBytes or where the one-warp split would not take G = 2 (split_g,
+// the heuristic's G for it). On the H200 at 140-198 blocks (decode, d=64 and 128, two rounds
+// each alternated with the half-size tile in one process) the split at G = 2 ran 0.4-4.4%
+// faster over caches of 5.9-37 MiB a block (7 shapes; (18,1,32,8,32768,128): 533 against
+// 549 us, (33,1,48,6,150000,64) 1634 against 1704) and from 1.2% slower to 1.6% faster over
+// 2.2-4.9 MiB (7 shapes); at 134-138 blocks the heuristic's G = 5 ran from even to 2.7% slower
+// ((67,1,32,2,10000,128)).
+constexpr long long kHalfTileMaxKvBytes = 5LL << 20;
+constexpr bool sm80_key_warps_walk_cache(long long blocks, int sm_count, int blocks_per_sm,
+                                         double hbm_share, long long kv_bytes_per_block,
+                                         int split_g) {
+  return blocks_per_sm == 1 || !high_hbm_share(hbm_share) ||
+         blocks > sm80_half_tile_blocks(sm_count) || kv_bytes_per_block <= kHalfTileMaxKvBytes ||
+         split_g != 2;
+}
+
 // The gfx9 policy (MFMA, wave64). Wide tiles: four waves of 32 query rows (one 32-column MFMA
 // block each), two workgroups per compute unit, each with 32 KB of LDS holding two stages of a
 // key block's K and V^T: 64-key blocks at d=64, 32-key blocks at d=128 (whose 64-key blocks

@@ -707,11 +707,25 @@ TEST(Plan, KeyWarpsAndDecodeSlotsFollowTheHbmsBandwidth) {
     paged.b = 40;  // 160 blocks
     EXPECT_EQ(per_sm(paged, h100()), 2);
     EXPECT_EQ(per_sm(paged, h200()), 0);
-    EXPECT_EQ(per_sm(problem(40, 32, 4, 1, 8192, d, false), h200()), 2);
+    // Contiguous caches there keep it up to kHalfTileMaxKvBytes of K and V a block (12288 keys
+    // are 3 MiB at d=64, 6 MiB at d=128), and past it where the split would take G = 2.
+    const AttnProblem contiguous = problem(40, 32, 4, 1, 12288, d, false);
+    EXPECT_EQ(per_sm(contiguous, h100()), 2);
+    EXPECT_EQ(per_sm(contiguous, h200()), d == 64 ? 2 : 0);
+    if (d == 128) {
+      EXPECT_EQ(make_launch_plan(contiguous, h200(), hopper_build(), PlanOptions{}, 0).num_splits,
+                2);
+    }
     EXPECT_TRUE(sm80_key_warps_walk_pages(198, 132, 2, 1.0, 8192));
     EXPECT_FALSE(sm80_key_warps_walk_pages(198, 132, 2, 1.44, 8192));
     EXPECT_TRUE(sm80_key_warps_walk_pages(199, 132, 2, 1.44, 8192));
     EXPECT_TRUE(sm80_key_warps_walk_pages(132, 132, 1, 1.44, 8192));
+    EXPECT_TRUE(sm80_key_warps_walk_cache(198, 132, 2, 1.44, kHalfTileMaxKvBytes, 2));
+    EXPECT_FALSE(sm80_key_warps_walk_cache(198, 132, 2, 1.44, kHalfTileMaxKvBytes + 1, 2));
+    EXPECT_TRUE(sm80_key_warps_walk_cache(198, 132, 2, 1.44, kHalfTileMaxKvBytes + 1, 3));
+    EXPECT_TRUE(sm80_key_warps_walk_cache(199, 132, 2, 1.44, kHalfTileMaxKvBytes + 1, 2));
+    EXPECT_TRUE(sm80_key_warps_walk_cache(198, 132, 2, 1.0, kHalfTileMaxKvBytes + 1, 2));
+    EXPECT_TRUE(sm80_key_warps_walk_cache(132, 132, 1, 1.44, kHalfTileMaxKvBytes + 1, 2));
     // Within 1.5 times the SMs the half-size tile walks short caches' pages.
     EXPECT_TRUE(sm80_key_warps_walk_pages(198, 132, 2, 1.44, kPagedHalfTileMaxKeys));
     EXPECT_FALSE(sm80_key_warps_walk_pages(198, 132, 2, 1.44, kPagedHalfTileMaxKeys + 1));
@@ -733,7 +747,7 @@ TEST(Plan, KeyWarpsAndDecodeSlotsFollowTheHbmsBandwidth) {
     EXPECT_EQ(per_sm(problem(67, 32, 4, 1, 8192, d, false), h200()), 0);  // 268 blocks
     // Staggered copies (96 blocks of the full tile, 160 of the half-size one) on the H100 only.
     for (int64_t b : {24, 40}) {
-      const AttnProblem p = problem(b, 32, 4, 1, 8192, d, false);
+      const AttnProblem p = problem(b, 32, 4, 1, 4096, d, false);
       EXPECT_TRUE(make_launch_plan(p, h100(), hopper_build(), PlanOptions{}, 0).staggered_kv);
       const LaunchPlan on_h200 = make_launch_plan(p, h200(), hopper_build(), PlanOptions{}, 0);
       EXPECT_GT(on_h200.tiles.key_warps, 1);
