@@ -95,7 +95,7 @@ constexpr int kHopperWideBlockN = 64;
 // pieces of d=64's split calls ran 0.7-7.5% slower persistent and keep a block each (H200,
 // alternated in one process). Tiles whose work differs by sequence (varlen and kv-cache lengths,
 // multi-token decode packing a GQA group's heads) keep the hardware's scheduling: varlen calls
-// of lengths s/2 to 3s/2 ran 0.1-17% slower persistent, the static rounds out of step (d=64 and
+// of lengths s/2 to 3s/2 ran 0.1-20% slower persistent, the static rounds out of step (d=64 and
 // 128, 4096-16384 tokens a sequence on average). Varlen calls of equal lengths walk as dense
 // ones: unsplit +0.7-2.7% on 1-8 sequences of 6000-16384 tokens (even, within 1.1%, on calls of
 // 8192 tiles), split on 128-row tiles +2.6-3.4%, outputs bitwise the same.
