@@ -131,7 +131,7 @@ def test_kvcache_decode_appends_and_attends(dtype, d, page, sq):
             assert (kc[i, n + sq:] == POISON).all(), what + ": cache past the append"
 
 
-def _key_warp_blocks_per_sm(blocks, d, sq=1, paged_keys=0):
+def _key_warp_blocks_per_sm(blocks, d, sq=1, paged_keys=0, kv_bytes=0):
     """The key-warp tile the plan gives `blocks` unsplit narrow blocks of sq query tokens on this
     GPU, as its blocks an SM (0: none). The rule of core/portable_tiles.h: for one token the
     full tile, one an SM, from the blocks that cover the HBM's peak at 72 GB/s each (at least a
@@ -139,11 +139,10 @@ def _key_warp_blocks_per_sm(blocks, d, sq=1, paged_keys=0):
     times it (twice it where each SM gets more than 1.2 times the H100's share of HBM
     bandwidth, 3.35 TB/s over 132 SMs; paged calls there, over a block table of paged_keys keys,
     take the half-size tile within 1.5 times it only up to 4096 keys, and contiguous caches of
-    more than 5 MiB of K and V a block may split instead, as in
-    test_dense_decode_of_long_caches_past_the_sms: the other callers' caches hold less); for
-    more tokens the full tile over the same range up to the count; where the SM's shared memory
-    holds them with a paged call's table (134 KB for one, 2 x 69-70 KB for two, and 1 KB an SM
-    keeps per block)."""
+    kv_bytes of K and V a block, past 5 MiB, do not where the one-warp split takes G = 2, which
+    the callers passing kv_bytes check); for more tokens the full tile over the same range up
+    to the count; where the SM's shared memory holds them with a paged call's table (134 KB for
+    one, 2 x 69-70 KB for two, and 1 KB an SM keeps per block)."""
     props = torch.cuda.get_device_properties(0)
     sms, smem = props.multi_processor_count, props.shared_memory_per_block_optin
     wide = hbm_share_over_h100(props) > 1.2
@@ -152,7 +151,7 @@ def _key_warp_blocks_per_sm(blocks, d, sq=1, paged_keys=0):
     if blocks < fewest or blocks > most:
         return 0
     if sq == 1 and blocks > sms:
-        if paged_keys > 4096 and wide and 2 * blocks <= 3 * sms:
+        if wide and 2 * blocks <= 3 * sms and (paged_keys > 4096 or kv_bytes > 5 << 20):
             return 0
         need = {64: 69_648, 128: 70_672}[d]
         return 2 if 2 * (need + 1024) <= smem + 1024 else 0
@@ -254,13 +253,9 @@ def test_dense_decode_of_long_caches_past_the_sms(d):
                for n, heads in ((1, h), (sk, hk), (sk, hk)))
     decision = flashsplit.explain(q, k, v)
     if decision["kernel"] == PORTABLE:
-        props = torch.cuda.get_device_properties(0)
-        sms = props.multi_processor_count
-        split = (hbm_share_over_h100(props) > 1.2 and d == 128 and sms < b * hk
-                 and 2 * b * hk <= 3 * sms)
-        per_sm = 0 if split else _key_warp_blocks_per_sm(b * hk, d)
+        per_sm = _key_warp_blocks_per_sm(b * hk, d, kv_bytes=4 * sk * d)
         assert decision["details"]["key_warps"] == (4 if per_sm else 1), decision
-        if split:
+        if _key_warp_blocks_per_sm(b * hk, d) and not per_sm:
             assert decision["num_splits"] == 2, decision
     _assert_dense_matches(q, k, v, False, torch.bfloat16, f"decode d={d}")
 

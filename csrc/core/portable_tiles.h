@@ -195,11 +195,19 @@ constexpr int sm80_key_warp_blocks_per_sm(long long blocks, int sm_count,
   return sm80_key_warp_tiles_fit(tiles, head_dim, smem_per_block) ? per_sm : 0;
 }
 
+// Whether a key-warp tile of blocks_per_sm blocks an SM for `blocks` blocks is the half-size one
+// past high_hbm_share within the H100's last block count for it (sm80_half_tile_blocks): where
+// the size of the cache decides between it and the one-warp split (the two rules below).
+constexpr bool sm80_half_tile_in_h100_range(long long blocks, int sm_count, int blocks_per_sm,
+                                            double hbm_share) {
+  return blocks_per_sm != 1 && high_hbm_share(hbm_share) &&
+         blocks <= sm80_half_tile_blocks(sm_count);
+}
+
 // Whether a paged call takes the key-warp tile the contiguous call takes (blocks_per_sm an SM
 // for `blocks` blocks, over caches of cache_keys keys: the longest, or the block table's
-// capacity): everywhere up to high_hbm_share, and past it the full tile, the half-size tile
-// past the H100's last block count for it (sm80_half_tile_blocks), and within that count over
-// caches of at most kPagedHalfTileMaxKeys. On the H200, paged decode (pages of 16, 64 and 256,
+// capacity): everywhere but in sm80_half_tile_in_h100_range, and there over caches of at most
+// kPagedHalfTileMaxKeys. On the H200, paged decode (pages of 16, 64 and 256,
 // two runs each; docs/design.md) on the key warps against the one-warp split: the full tile at
 // 72-126 blocks 2-10% faster on eleven of thirteen shapes, from 2% faster to 2.5% slower on
 // two; the half-size tile at 210-260 blocks 5-11% faster (three shapes; the split's G = 1-3). At
@@ -210,27 +218,25 @@ constexpr int sm80_key_warp_blocks_per_sm(long long blocks, int sm_count,
 constexpr long long kPagedHalfTileMaxKeys = 4096;
 constexpr bool sm80_key_warps_walk_pages(long long blocks, int sm_count, int blocks_per_sm,
                                          double hbm_share, long long cache_keys) {
-  return blocks_per_sm == 1 || !high_hbm_share(hbm_share) ||
-         blocks > sm80_half_tile_blocks(sm_count) || cache_keys <= kPagedHalfTileMaxKeys;
+  return !sm80_half_tile_in_h100_range(blocks, sm_count, blocks_per_sm, hbm_share) ||
+         cache_keys <= kPagedHalfTileMaxKeys;
 }
 
-// Whether a contiguous call takes the half-size key-warp tile the plan sized for it (blocks_per_sm
-// an SM for `blocks` blocks): everywhere up to high_hbm_share, and past it the full tile, the
-// half-size tile past sm80_half_tile_blocks, and within that count where a block's K and V
-// hold at most kHalfTileMaxKvBytes or where the one-warp split would not take G = 2 (split_g,
-// the heuristic's G for it). On the H200 at 140-198 blocks (decode, d=64 and 128, two rounds
-// each alternated with the half-size tile in one process) the split at G = 2 ran 0.4-4.4%
-// faster over caches of 5.9-37 MiB a block (7 shapes; (18,1,32,8,32768,128): 533 against
-// 549 us, (33,1,48,6,150000,64) 1634 against 1704) and from 1.2% slower to 1.6% faster over
-// 2.2-4.9 MiB (7 shapes); at 134-138 blocks the heuristic's G = 5 ran from even to 2.7% slower
-// ((67,1,32,2,10000,128)).
+// Whether a contiguous call takes the key-warp tile the plan sized for it (blocks_per_sm an SM
+// for `blocks` blocks): everywhere but in sm80_half_tile_in_h100_range, and there where a
+// block's K and V hold at most kHalfTileMaxKvBytes or where the one-warp split would not take
+// G = 2 (split_g, the heuristic's G for it). On the H200 at 140-198 blocks (decode, d=64 and
+// 128, two rounds each alternated with the half-size tile in one process) the split at G = 2
+// ran 0.4-4.4% faster over caches of 5.9-37 MiB a block (7 shapes; (18,1,32,8,32768,128): 533
+// against 549 us, (33,1,48,6,150000,64) 1634 against 1704) and from 1.2% slower to 1.6% faster
+// over 2.2-4.9 MiB (7 shapes); at 134-138 blocks the heuristic's G = 5 ran from even to 2.7%
+// slower ((67,1,32,2,10000,128)).
 constexpr long long kHalfTileMaxKvBytes = 5LL << 20;
 constexpr bool sm80_key_warps_walk_cache(long long blocks, int sm_count, int blocks_per_sm,
                                          double hbm_share, long long kv_bytes_per_block,
                                          int split_g) {
-  return blocks_per_sm == 1 || !high_hbm_share(hbm_share) ||
-         blocks > sm80_half_tile_blocks(sm_count) || kv_bytes_per_block <= kHalfTileMaxKvBytes ||
-         split_g != 2;
+  return !sm80_half_tile_in_h100_range(blocks, sm_count, blocks_per_sm, hbm_share) ||
+         kv_bytes_per_block <= kHalfTileMaxKvBytes || split_g != 2;
 }
 
 // The gfx9 policy (MFMA, wave64). Wide tiles: four waves of 32 query rows (one 32-column MFMA
