@@ -19,6 +19,7 @@ Timing method (why it looks like this):
 
 from __future__ import annotations
 
+import argparse
 import csv
 import gc
 import importlib
@@ -156,6 +157,15 @@ def parse_head_dims(text: str) -> List[Tuple[int, int]]:
 def head_dim_label(d: int, dv: int) -> str:
     """"128", or "192/128" where v's head dim differs."""
     return str(d) if dv == d else f"{d}/{dv}"
+
+
+def parse_shape(text: str, fields: str) -> Tuple[int, ...]:
+    """A --shape value: comma-separated ints, one for each of `fields` ("b,sq,h,hk,s_cache,d");
+    argparse reports the ArgumentTypeError, which names the fields."""
+    parts = tuple(int(x) for x in text.split(","))
+    if len(parts) != len(fields.split(",")):
+        raise argparse.ArgumentTypeError(f"a shape is {fields}, got {text!r}")
+    return parts
 
 
 def parse_int_list(text: str) -> List[int]:

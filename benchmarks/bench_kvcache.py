@@ -62,10 +62,7 @@ def grid_shapes(count, seed):
 
 
 def parse_shape(text):
-    parts = [int(x) for x in text.split(",")]
-    if len(parts) != 6:
-        raise argparse.ArgumentTypeError("a shape is b,sq,h,hk,s_cache,d")
-    return tuple(parts)
+    return T.parse_shape(text, "b,sq,h,hk,s_cache,d")
 
 
 def parse_args(argv=None):

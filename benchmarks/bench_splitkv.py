@@ -51,10 +51,7 @@ QUICK_SPLITS = [2, 4, 8, 16, 32, 64]
 
 
 def parse_shape(text):
-    parts = [int(x) for x in text.replace("(", "").replace(")", "").split(",")]
-    if len(parts) != 6:
-        raise argparse.ArgumentTypeError(f"shape must be b,h,hk,sq,sk,d; got {text!r}")
-    return tuple(parts)
+    return T.parse_shape(text.replace("(", "").replace(")", ""), "b,h,hk,sq,sk,d")
 
 
 def parse_args(argv=None):

@@ -26,10 +26,10 @@ SHAPES = [
 
 
 def parse_shape(text):
-    shape = tuple(int(x) for x in text.split(","))
-    if len(shape) != 5 or min(shape) < 1 or shape[2] % shape[3]:
+    shape = T.parse_shape(text, "b,s,h,hk,d")
+    if min(shape) < 1 or shape[2] % shape[3]:
         raise argparse.ArgumentTypeError(
-            f"--shape wants b,s,h,hk,d with positive values and hk dividing h, got {text!r}")
+            f"--shape wants positive values and hk dividing h, got {text!r}")
     return shape
 
 
