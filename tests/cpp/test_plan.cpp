@@ -3,7 +3,9 @@
 // exactly the tiles the kernels walk.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/combine_math.h"
@@ -249,6 +251,44 @@ TEST(Plan, VarlenCallsOfEqualLengthsWalkAsDenseOnes) {
   const LaunchPlan packed = plan_of(decode, 1);
   ASSERT_TRUE(packed.tiles.packs_heads);
   EXPECT_FALSE(packed.persistent);
+}
+
+TEST(Plan, SequenceCallsOfAFixedSplitCountTileAlikeAtAnyBatchSize) {
+  // Batch invariance: with a fixed num_splits a sequence call runs the same tiles (height, keys
+  // per block, running max, kernel family) whatever the number of its sequences: those of a
+  // batch that fills the GPU. The unsplit tiles for the waves of a call's own grid would
+  // differ on some of these.
+  int flips = 0;
+  for (int d : {64, 96, 128}) {
+    for (bool causal : {false, true}) {
+      for (long long n : {1000LL, 2048LL, 6000LL}) {
+        for (auto [h, hk] : {std::pair<int, int>{8, 8}, {32, 8}}) {
+          AttnProblem one = problem(1, h, hk, n, n, d, causal);
+          one.per_sequence = true;
+          for (long long requested : {1LL, 3LL}) {
+            const LaunchPlan alone = plan_every_head_dim(one, requested);
+            ASSERT_TRUE(alone.gate.ok);
+            for (long long b : {2LL, 8LL, 40LL, 256LL}) {
+              SCOPED_TRACE("d=" + std::to_string(d) + " causal=" + std::to_string(causal) +
+                           " n=" + std::to_string(n) + " h=" + std::to_string(h) +
+                           " b=" + std::to_string(b) + " G=" + std::to_string(requested));
+              AttnProblem many = one;
+              many.b = b;
+              const LaunchPlan batch = plan_every_head_dim(many, requested);
+              EXPECT_EQ(batch.gate.family, alone.gate.family);
+              EXPECT_EQ(batch.num_splits, alone.num_splits);
+              EXPECT_EQ(batch.tiles.block_m, alone.tiles.block_m);
+              EXPECT_EQ(batch.tiles.block_n, alone.tiles.block_n);
+              EXPECT_EQ(batch.running_max, alone.running_max);
+              flips += tiles_for_run(KernelFamily::kHopperWgmma, many, h100().sm_count, 1)
+                           .block_m != alone.tiles.block_m;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(flips, 0);
 }
 
 TEST(Plan, CausalTilesSideBySideRunInKvGroups) {
@@ -1023,8 +1063,9 @@ TEST(Plan, ContiguousSequencesRunHopperTilesOfTheirOwnWithoutATailSplit) {
         if (splits > 1 || d > 128 || (!causal && d != 64)) {
           EXPECT_EQ(plan.tiles.block_m, kHopperBaseRows);
         } else if (causal && d == 128) {
-          // Over 32 key blocks or fewer sequences weigh heights by waves at the block max (12
-          // waves of 128 rows, 8 of 192), the dense call longest first at the running max.
+          // Sequences weigh heights by waves at the block max (a fixed G: those of a batch
+          // filling the GPU, where 192-row tiles cost less a row), the dense call longest first
+          // at the running max.
           EXPECT_EQ(plan.tiles.block_m, kHopperTallRows);
           EXPECT_FALSE(plan.running_max);
           EXPECT_EQ(dense.tiles.block_m, kHopperBaseRows);
