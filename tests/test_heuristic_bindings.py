@@ -85,10 +85,15 @@ def test_every_constant_reaches_the_model():
     # multi-wave threshold only shows where the gain it switches to differs enough.
     special = dict(max_splits=2, min_key_blocks_per_split=64, min_gain=0.5,
                    min_gain_multi_wave=0.5, multi_wave_grid=1.0)
+    # The packed tiles' wave model runs only with all three of its constants set (the H200's).
+    packed = dict(packed_dram_bytes_per_us=4.6e6, packed_sm_bytes_per_us=45e3,
+                  packed_wave_latency_us=8.0, packed_one_wave_split_penalty=0.15)
     for field in H.SplitHeuristicConstants.fields():
         base = H.SplitHeuristicConstants()
         if field == "multi_wave_grid":
             base.min_gain_multi_wave = 0.9
+        if field in packed:
+            base = base.replace(**{k: v for k, v in packed.items() if k != field})
         value = getattr(base, field)
         changed = base.replace(**{field: special.get(field, value * 2 + 1)})
 
@@ -187,6 +192,13 @@ def test_the_hbms_bandwidth_moves_the_key_warp_range_and_the_decode_splits():
     decode = H.AttnProblem(b=16, h=32, hk=4, sq=1, sk=8192, d=128)
     assert H.constants_for("portable_mma", h200).slots_per_sm_narrow == 3
     assert H.constants_for("portable_mma", h100) == H.constants_for("portable_mma", H100)
+    # The Hopper tiles keep the H100's fit there; on the H200 the packed tiles' wave model runs
+    # at its HBM's rate.
+    assert H.constants_for("hopper_wgmma", h100) == H.constants_for("portable_mma", h100)
+    hopper = H.constants_for("hopper_wgmma", h200)
+    assert hopper.packed_dram_bytes_per_us == pytest.approx(h200.dram_bytes_per_us * 3.2 / 3.35)
+    assert hopper.packed_sm_bytes_per_us > 0 and hopper.packed_wave_latency_us > 0
+    assert hopper.dram_bytes_per_us == H.constants_for("portable_mma", h200).dram_bytes_per_us
     assert H.resolve_splits_for("portable_mma", decode, h200, 0) > \
         H.choose_num_splits(decode, h100, H.tiles_for("portable_mma", decode))
 

@@ -169,7 +169,7 @@ def test_constants_round_trip():
         tune.parse_args(["--max-splits", "6.5"])
     # Every field has a flag, and what is printed for split_heuristic.h reads back the same.
     for field, value in defaults.as_dict().items():
-        changed = value * 2 if isinstance(value, int) else value * 1.25
+        changed = value * 2 if isinstance(value, int) else value * 1.25 or 1.0
         args = tune.parse_args(["--" + field.replace("_", "-"), str(changed)])
         constants = tune.constants_from(args)
         assert constants == defaults.replace(**{field: changed})

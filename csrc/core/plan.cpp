@@ -39,8 +39,11 @@ TileConfig tiles_for_run(KernelFamily family, const AttnProblem& p, int sm_count
 }
 
 SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& device) {
-  return family == KernelFamily::kPortableMfma ? gfx9_constants(device)
-                                               : nvidia_constants(device);
+  switch (family) {
+    case KernelFamily::kPortableMfma: return gfx9_constants(device);
+    case KernelFamily::kHopperWgmma: return hopper_constants(device);
+    default: return nvidia_constants(device);
+  }
 }
 
 namespace {

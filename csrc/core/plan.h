@@ -93,8 +93,8 @@ TileConfig tiles_for(KernelFamily family, const AttnProblem& problem);
 TileConfig tiles_for_run(KernelFamily family, const AttnProblem& problem, int sm_count,
                          int num_splits);
 
-// The heuristic's constants for a kernel family on a device: nvidia_constants for the NVIDIA
-// families, gfx9_constants for the MFMA kernels.
+// The heuristic's constants for a kernel family on a device: hopper_constants for the Hopper
+// kernels, nvidia_constants for the portable ones, gfx9_constants for the MFMA kernels.
 SplitHeuristicConstants constants_for(KernelFamily family, const DeviceInfo& device);
 
 // The G a call runs for a requested num_splits (0: the heuristic, on the tiles of tiles_for).

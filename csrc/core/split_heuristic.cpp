@@ -59,6 +59,21 @@ double narrow_waves(int64_t grid_blocks, int g, double slots, double resident) {
 // The native kernels take fp16 / bf16 inputs and write fp32 partials (+ one lse per row).
 constexpr double kElementBytes = 2.0, kPartialBytes = 4.0;
 
+// The DRAM time of `bytes` spread evenly over `blocks` tiles packing a group's heads, in waves
+// of at most sm_count blocks: each wave streams at the HBM's rate or, with fewer blocks than
+// that needs, at theirs (packed_sm_bytes_per_us each), and pays packed_wave_latency_us.
+double packed_memory_us(double bytes, double blocks, int sm_count,
+                        const SplitHeuristicConstants& c) {
+  const double per_block = bytes / blocks;
+  const auto wave_us = [&](double active) {
+    const double rate = std::min(c.packed_dram_bytes_per_us, active * c.packed_sm_bytes_per_us);
+    return active * per_block / rate + c.packed_wave_latency_us;
+  };
+  const double full = std::floor(blocks / sm_count);
+  const double rest = blocks - full * sm_count;
+  return full * wave_us(sm_count) + (rest > 0 ? wave_us(rest) : 0.0);
+}
+
 }  // namespace
 
 double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
@@ -96,10 +111,16 @@ double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
   // on the DRAM stream too: more, shorter blocks stream the same bytes more slowly (measured:
   // (4,32,8,1,131072,128) ran 689 us at G = 8, one wave, against 716 us at G = 33, four).
   const double wave_starts_us = narrow ? (waves - 1.0) * overhead * iteration : 0.0;
-  const double memory_us = (kv_bytes + qo_bytes + split_bytes) / c.dram_bytes_per_us *
-                               (1.0 + imbalance / waves) *
-                               (1.0 + c.partial_wave_penalty * (waves / (blocks / slots) - 1.0)) +
-                           wave_starts_us;
+  const double bytes = kv_bytes + qo_bytes + split_bytes;
+  const bool packed_waves = tiles.wgmma && tiles.packs_heads && c.packed_dram_bytes_per_us > 0 &&
+                            c.packed_sm_bytes_per_us > 0;
+  const bool one_wave_split = g > 1 && problem.d >= 128 && blocks <= device.sm_count;
+  const double memory_us =
+      packed_waves ? packed_memory_us(bytes, blocks, device.sm_count, c) *
+                         (one_wave_split ? 1.0 + c.packed_one_wave_split_penalty : 1.0)
+                   : bytes / c.dram_bytes_per_us * (1.0 + imbalance / waves) *
+                             (1.0 + c.partial_wave_penalty * (waves / (blocks / slots) - 1.0)) +
+                         wave_starts_us;
 
   const double batches = combine_batches(g);
   const double split_us = narrow ? (g > 1 ? c.narrow_chunk_latency_us * batches : 0.0)
@@ -162,6 +183,11 @@ constexpr Gfx9Facts kGfx9Facts[] = {
 // The H100 fit's DRAM rate as a fraction of its HBM's 3.35 TB/s.
 constexpr double kReachedHbmFraction = 3.2 / 3.35;
 
+// The packed tiles' wave model on the H200 (hopper_constants).
+constexpr double kPackedSmBytesPerUs = 45e3;
+constexpr double kPackedWaveLatencyUs = 8.0;
+constexpr double kPackedOneWaveSplitPenalty = 0.15;
+
 }  // namespace
 
 Gfx9Facts gfx9_facts(const std::string& arch) {
@@ -175,6 +201,16 @@ SplitHeuristicConstants nvidia_constants(const DeviceInfo& device) {
   SplitHeuristicConstants c;
   const double in_flight = c.slots_per_sm_narrow * hbm_share_over_h100(device);
   c.slots_per_sm_narrow = std::max(c.slots_per_sm_narrow, std::round(in_flight));
+  return c;
+}
+
+SplitHeuristicConstants hopper_constants(const DeviceInfo& device) {
+  SplitHeuristicConstants c = nvidia_constants(device);
+  if (!high_hbm_share(hbm_share_over_h100(device))) return c;
+  c.packed_dram_bytes_per_us = device.dram_bytes_per_us * kReachedHbmFraction;
+  c.packed_sm_bytes_per_us = kPackedSmBytesPerUs;
+  c.packed_wave_latency_us = kPackedWaveLatencyUs;
+  c.packed_one_wave_split_penalty = kPackedOneWaveSplitPenalty;
   return c;
 }
 

@@ -45,6 +45,17 @@ struct SplitHeuristicConstants {
   // best, 3.2 h100_decode_fit.csv; the H100's peak is 3.35: the term also stands in for L2 hits
   // on the smaller grids).
   double dram_bytes_per_us = 3.2e6;
+  // Tiles packing a GQA group's heads (Hopper decode; hopper_constants): their waves stream at
+  // the HBM's rate as they reach it, packed_dram_bytes_per_us, or with fewer blocks than that
+  // needs at packed_sm_bytes_per_us a block, and each pays packed_wave_latency_us before its
+  // bytes flow (its blocks' first loads) and after (their epilogues). 0: their memory term is
+  // the other wide tiles'.
+  double packed_dram_bytes_per_us = 0.0;
+  double packed_sm_bytes_per_us = 0.0;
+  double packed_wave_latency_us = 0.0;
+  // Of those, a split grid (G > 1) of one wave at d >= 128 streams this fraction slower: such
+  // grids ran 2-7% behind two waves of blocks half as long.
+  double packed_one_wave_split_penalty = 0.0;
   // A memory-bound grid of one wave of wide tiles runs at the pace of its slowest block; more,
   // shorter waves even that out: the DRAM term is scaled by (1 + one_wave_imbalance / waves).
   // Not for narrow tiles, whose memory-bound grids measured fastest at exactly one full wave.
@@ -124,6 +135,12 @@ int resolve_num_splits(int requested, const AttnProblem& problem, const DeviceIn
 // 8-64 blocks ran fastest split into about three blocks an SM, and the heuristic's G there runs
 // 1.7-2.9% faster than at two slots, 6-8% over pages (docs/design.md).
 SplitHeuristicConstants nvidia_constants(const DeviceInfo& device);
+
+// The constants of the Hopper kernels on a device: nvidia_constants, and where each SM gets
+// more of the HBM than on the H100 (high_hbm_share), the packed tiles' wave model at the
+// device's HBM rate (packed_dram_bytes_per_us and the two after it). Fitted on the H200
+// (docs/design.md, "A GPU with more HBM bandwidth per SM").
+SplitHeuristicConstants hopper_constants(const DeviceInfo& device);
 
 // Published figures of an AMD target the gfx9 constants are derived from: its compute units,
 // the dense bf16 rate an attention forward reaches on it (aiter's hand-written forward: 592

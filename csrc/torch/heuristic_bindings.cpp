@@ -29,7 +29,9 @@ namespace py = pybind11;
   X(hopper_iteration_us_d64) X(hopper_iteration_us_d128) X(portable_iteration_us_d64)       \
   X(portable_iteration_us_d128) X(narrow_iteration_us) X(slots_per_sm_narrow)               \
   X(narrow_crowding) X(co_resident_speedup) X(block_overhead) X(block_overhead_hopper)      \
-  X(narrow_block_overhead) X(dram_bytes_per_us) X(one_wave_imbalance)                       \
+  X(narrow_block_overhead) X(dram_bytes_per_us) X(packed_dram_bytes_per_us)                 \
+  X(packed_sm_bytes_per_us) X(packed_wave_latency_us) X(packed_one_wave_split_penalty)      \
+  X(one_wave_imbalance)                                                                     \
   X(partial_wave_penalty) X(split_latency_us) X(combine_us) X(narrow_chunk_latency_us)      \
   X(narrow_combine_us) X(min_gain) X(min_gain_multi_wave) X(multi_wave_grid) X(max_splits)  \
   X(min_key_blocks_per_split)

@@ -807,6 +807,49 @@ TEST(Plan, KeyWarpsAndDecodeSlotsFollowTheHbmsBandwidth) {
             SplitHeuristicConstants{}.dram_bytes_per_us);
 }
 
+TEST(Plan, PackedHopperDecodeSplitsByWavesOfTheHbmsRate) {
+  // The H100 keeps its fit; on the H200 the Hopper tiles packing a group's heads take the wave
+  // model at its HBM's rate (a wave's blocks stream at most packed_sm_bytes_per_us each and pay
+  // packed_wave_latency_us), the other tiles the H100's fit.
+  const SplitHeuristicConstants h100_fit = hopper_constants(h100());
+  EXPECT_EQ(h100_fit.packed_dram_bytes_per_us, 0.0);
+  EXPECT_EQ(h100_fit.packed_sm_bytes_per_us, 0.0);
+  const SplitHeuristicConstants h200_fit = constants_for(KernelFamily::kHopperWgmma, h200());
+  EXPECT_EQ(h200_fit.dram_bytes_per_us, SplitHeuristicConstants{}.dram_bytes_per_us);
+  EXPECT_NEAR(h200_fit.packed_dram_bytes_per_us, h200().dram_bytes_per_us * 3.2 / 3.35, 1.0);
+  EXPECT_GT(h200_fit.packed_sm_bytes_per_us, 0.0);
+  EXPECT_GT(h200_fit.packed_wave_latency_us, 0.0);
+  EXPECT_EQ(h200_fit.slots_per_sm_narrow, nvidia_constants(h200()).slots_per_sm_narrow);
+  const auto packed_g = [](const DeviceInfo& device, long long b, long long sq, long long h,
+                            long long hk, long long sk) {
+    AttnProblem p = problem(b, h, hk, sq, sk, 128, sq > 1);
+    p.per_sequence = true;
+    const LaunchPlan plan = make_launch_plan(p, device, hopper_build(), {}, 0);
+    EXPECT_TRUE(plan.tiles.packs_heads);
+    return plan.num_splits;
+  };
+  // 192 packed tiles: unsplit, the second wave's 60 blocks stream below the HBM's rate; split
+  // in two, three waves stream at it.
+  EXPECT_EQ(packed_g(h200(), 96, 1, 64, 2, 5000), 2);
+  EXPECT_EQ(packed_g(h100(), 96, 1, 64, 2, 5000), 1);
+  // 96 tiles stream at nearly the HBM's rate in one wave: more waves only add their latency
+  // (the HBM's rate alone, without the waves, would split it in four).
+  EXPECT_EQ(packed_g(h200(), 12, 8, 32, 8, 16384), 1);
+  // 64 tiles at d=128 split over two waves, not into one wave of 128 blocks
+  // (packed_one_wave_split_penalty).
+  EXPECT_EQ(packed_g(h200(), 8, 8, 32, 8, 16384), 4);
+  // The model's time grows by a wave's latency with each wave of equal blocks.
+  AttnProblem p = problem(132, 64, 2, 1, 8192, 128, false);
+  p.per_sequence = true;
+  const TileConfig tiles = tiles_for(KernelFamily::kHopperWgmma, p);
+  ASSERT_TRUE(tiles.packs_heads);
+  SplitHeuristicConstants memory_bound = h200_fit;
+  memory_bound.hopper_iteration_us_d128 = 1e-6;
+  const double two_waves = modelled_split_us(p, h200(), tiles, 1, memory_bound);
+  memory_bound.packed_wave_latency_us += 1.0;
+  EXPECT_NEAR(modelled_split_us(p, h200(), tiles, 1, memory_bound) - two_waves, 2.0, 1e-6);
+}
+
 TEST(Plan, MultiTokenDecodeOfUpTo32PackedRowsRunsTheNarrowTile) {
   // The portable kernels (Hopper's off): 8 query tokens of a group of 4 are 32 packed rows,
   // two narrow row tiles per k/v head.
