@@ -112,15 +112,15 @@ double modelled_split_us(const AttnProblem& problem, const DeviceInfo& device,
   // (4,32,8,1,131072,128) ran 689 us at G = 8, one wave, against 716 us at G = 33, four).
   const double wave_starts_us = narrow ? (waves - 1.0) * overhead * iteration : 0.0;
   const double bytes = kv_bytes + qo_bytes + split_bytes;
-  const bool packed_waves = tiles.wgmma && tiles.packs_heads && c.packed_dram_bytes_per_us > 0 &&
-                            c.packed_sm_bytes_per_us > 0;
-  const bool one_wave_split = g > 1 && problem.d >= 128 && blocks <= device.sm_count;
-  const double memory_us =
-      packed_waves ? packed_memory_us(bytes, blocks, device.sm_count, c) *
-                         (one_wave_split ? 1.0 + c.packed_one_wave_split_penalty : 1.0)
-                   : bytes / c.dram_bytes_per_us * (1.0 + imbalance / waves) *
-                             (1.0 + c.partial_wave_penalty * (waves / (blocks / slots) - 1.0)) +
-                         wave_starts_us;
+  double memory_us = bytes / c.dram_bytes_per_us * (1.0 + imbalance / waves) *
+                         (1.0 + c.partial_wave_penalty * (waves / (blocks / slots) - 1.0)) +
+                     wave_starts_us;
+  if (tiles.wgmma && tiles.packs_heads && c.packed_dram_bytes_per_us > 0 &&
+      c.packed_sm_bytes_per_us > 0) {
+    const bool one_wave_split = g > 1 && problem.d >= 128 && blocks <= device.sm_count;
+    memory_us = packed_memory_us(bytes, blocks, device.sm_count, c) *
+                (one_wave_split ? 1.0 + c.packed_one_wave_split_penalty : 1.0);
+  }
 
   const double batches = combine_batches(g);
   const double split_us = narrow ? (g > 1 ? c.narrow_chunk_latency_us * batches : 0.0)

@@ -832,8 +832,7 @@ TEST(Plan, PackedHopperDecodeSplitsByWavesOfTheHbmsRate) {
   // in two, three waves stream at it.
   EXPECT_EQ(packed_g(h200(), 96, 1, 64, 2, 5000), 2);
   EXPECT_EQ(packed_g(h100(), 96, 1, 64, 2, 5000), 1);
-  // 96 tiles stream at nearly the HBM's rate in one wave: more waves only add their latency
-  // (the HBM's rate alone, without the waves, would split it in four).
+  // 96 tiles stream at nearly the HBM's rate in one wave: more waves only add their latency.
   EXPECT_EQ(packed_g(h200(), 12, 8, 32, 8, 16384), 1);
   // 64 tiles at d=128 split over two waves, not into one wave of 128 blocks
   // (packed_one_wave_split_penalty).
